@@ -1,0 +1,29 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "mamfs",
+    products: [
+        .executable(name: "mamfs", targets: ["mamfs"]),
+        .library(name: "MAMProtection", targets: ["MAMProtection"]),
+        .library(name: "MAMFS", targets: ["MAMFS"]),
+    ],
+    targets: [
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
+        .systemLibrary(name: "CFuse", path: "fuse", pkgConfig: "fuse3",
+                       providers: [.apt(["libfuse3-dev"])]),
+        .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem"]),
+        .target(name: "MAMFileProvider", dependencies: ["MAMProtection"]),
+        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "CFuse", "CSystem"]),
+        .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection"]),
+        .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection"]),
+        .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection"]),
+        .testTarget(name: "CLITests", dependencies: ["MAMProtection"]),
+        .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "MAMProtection"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,41 @@
+#ifndef MAMFS_CSYSTEM_SHIM_H
+#define MAMFS_CSYSTEM_SHIM_H
+/* Linux calls and constants that glibc declares only under _GNU_SOURCE, or as macros.
+ * _GNU_SOURCE itself must not be defined here: it changes struct layouts in system headers
+ * and clashes with the toolchain's Dispatch/Foundation modules. So the few declarations we
+ * need are repeated, with the values from the kernel's uapi headers. */
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <stdio.h>
+
+extern int fallocate(int fd, int mode, off_t offset, off_t len);
+extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+extern int memfd_create(const char *name, unsigned int flags);
+extern int mkostemp(char *template_path, int flags);
+
+static inline int mamfs_fallocate(int fd, int mode, long long offset, long long length) {
+    return fallocate(fd, mode, (off_t)offset, (off_t)length);
+}
+static inline int mamfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
+}
+static inline int mamfs_mkostemp(char *template_path) {
+    return mkostemp(template_path, O_CLOEXEC);
+}
+static inline int mamfs_memfd_create(const char *name) {
+    return memfd_create(name, 1U /* MFD_CLOEXEC */);
+}
+static const int mamfs_FALLOC_FL_KEEP_SIZE = 0x01;
+static const int mamfs_FALLOC_FL_PUNCH_HOLE = 0x02;
+static const int mamfs_O_PATH = 010000000;
+static const int mamfs_O_DIRECT = 040000;
+static const int mamfs_O_NOATIME = 01000000;
+static const int mamfs_AT_EMPTY_PATH = 0x1000;
+static const long mamfs_UTIME_NOW = ((1l << 30) - 1l);
+static const long mamfs_UTIME_OMIT = ((1l << 30) - 2l);
+static const unsigned int mamfs_RENAME_NOREPLACE = 1u << 0;
+static const unsigned int mamfs_RENAME_EXCHANGE = 1u << 1;
+#endif

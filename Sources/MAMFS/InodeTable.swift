@@ -1,0 +1,202 @@
+import CFuse
+import Glibc
+import MAMProtection
+
+/// Identity of a backing object: (st_dev, st_ino).
+struct BackingKey: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+}
+
+/// One backing object known to the kernel (a FUSE nodeid). Hard links share one entry, so
+/// they share the content lock and the cached header (gocryptfs' openfiletable, passthrough_hp's
+/// Inode).
+final class Inode: @unchecked Sendable {
+    /// The FUSE node id (1 = root).
+    let nodeid: UInt64
+    /// S_IFMT bits of the backing object.
+    let fileType: mode_t
+    /// Shared for reads and attribute reads, exclusive for writes, truncation and header changes.
+    let content = ReadWriteLock()
+
+    private let mutex = Mutex()
+    private var _key: BackingKey
+    private var _fd: Int32
+    /// O_PATH descriptors replaced by a re-key; closed with the entry because another thread
+    /// may still be using one.
+    private var retiredFDs: [Int32] = []
+    /// Kernel lookup count; guarded by the table's lock.
+    var lookupCount: UInt64 = 0
+
+    // Cached header state; changed only under the exclusive content lock (plus the mutex).
+    private var headerKnown = false
+    private var cachedHeader: ProtectedFileHeader?
+    private var headerStamp = timespec()
+    private var cachedKey: SymmetricKey?
+    private var keyGeneration: UInt64 = 0
+    private var _openCount = 0
+
+    init(nodeid: UInt64, key: BackingKey, fd: Int32, fileType: mode_t) {
+        self.nodeid = nodeid
+        self._key = key
+        self._fd = fd
+        self.fileType = fileType
+    }
+
+    deinit {
+        if _fd >= 0 { close(_fd) }
+        for fd in retiredFDs { close(fd) }
+    }
+
+    var isRegular: Bool { fileType == S_IFREG }
+    var isDirectory: Bool { fileType == S_IFDIR }
+    var isSymlink: Bool { fileType == S_IFLNK }
+
+    /// The O_PATH descriptor of the backing object.
+    var fd: Int32 { mutex.withLock { _fd } }
+    var key: BackingKey { mutex.withLock { _key } }
+
+    /// "/proc/self/fd/N": the backing object itself, usable with path-only calls.
+    var procPath: String { "/proc/self/fd/\(fd)" }
+
+    /// Points the entry at another backing object (after protect replaced the file).
+    func replaceBacking(key: BackingKey, fd: Int32) {
+        mutex.withLock {
+            retiredFDs.append(_fd)
+            _key = key
+            _fd = fd
+            headerKnown = false
+            cachedHeader = nil
+            cachedKey = nil
+            keyGeneration = 0
+        }
+    }
+
+    var openCount: Int { mutex.withLock { _openCount } }
+    func adjustOpenCount(_ delta: Int) { mutex.withLock { _openCount += delta } }
+
+    /// The cached header when it can be trusted: while a handle is open (every change then
+    /// comes through us), or when the backing ctime still equals the one seen when it was read.
+    func cachedHeader(ctime: timespec?) -> ProtectedFileHeader?? {
+        mutex.withLock {
+            guard headerKnown else { return nil }
+            if _openCount > 0 { return .some(cachedHeader) }
+            guard let ctime, ctime.tv_sec == headerStamp.tv_sec, ctime.tv_nsec == headerStamp.tv_nsec else { return nil }
+            return .some(cachedHeader)
+        }
+    }
+
+    /// Header and file key as one consistent pair (call under the content lock).
+    var headerAndKey: (ProtectedFileHeader?, SymmetricKey?) { mutex.withLock { (cachedHeader, cachedKey) } }
+
+    func storeHeader(_ header: ProtectedFileHeader?, stamp: timespec) {
+        mutex.withLock {
+            if headerKnown, cachedHeader != header {
+                cachedKey = nil
+                keyGeneration = 0
+            }
+            headerKnown = true
+            cachedHeader = header
+            headerStamp = stamp
+        }
+    }
+
+    func storeHeader(_ header: ProtectedFileHeader?, key: SymmetricKey?, generation: UInt64, stamp: timespec) {
+        mutex.withLock {
+            headerKnown = true
+            cachedHeader = header
+            headerStamp = stamp
+            cachedKey = key
+            keyGeneration = generation
+        }
+    }
+
+    /// The cached file key when it was loaded in `generation` (no state change since).
+    func cachedFileKey(generation: UInt64) -> SymmetricKey?? {
+        mutex.withLock {
+            guard keyGeneration == generation, keyGeneration != 0 else { return nil }
+            return .some(cachedKey)
+        }
+    }
+
+    func storeFileKey(_ key: SymmetricKey?, generation: UInt64) {
+        mutex.withLock {
+            cachedKey = key
+            keyGeneration = generation
+        }
+    }
+}
+
+/// nodeid -> entry and backing (dev, ino) -> entry, with honest lookup counts.
+final class InodeTable: @unchecked Sendable {
+    private let mutex = Mutex()
+    private var byNode: [UInt64: Inode] = [:]
+    private var byKey: [BackingKey: Inode] = [:]
+    private var nextNodeid: UInt64 = 2
+    let root: Inode
+
+    init(rootFD: Int32, rootStat: stat) {
+        root = Inode(nodeid: UInt64(mamfs_FUSE_ROOT_ID), key: BackingKey(rootStat), fd: rootFD, fileType: rootStat.st_mode & S_IFMT)
+        root.lookupCount = 1
+        byNode[root.nodeid] = root
+        byKey[root.key] = root
+    }
+
+    func inode(_ nodeid: UInt64) -> Inode? {
+        mutex.withLock { byNode[nodeid] }
+    }
+
+    func existing(_ key: BackingKey) -> Inode? {
+        mutex.withLock { byKey[key] }
+    }
+
+    /// The entry for the backing object with `st` (open as the O_PATH descriptor `fd`); its
+    /// lookup count goes up by one. `fd` is adopted by a new entry or closed.
+    func acquire(_ st: stat, fd: Int32) -> Inode {
+        let key = BackingKey(st)
+        return mutex.withLock {
+            if let inode = byKey[key] {
+                close(fd)
+                inode.lookupCount += 1
+                return inode
+            }
+            let inode = Inode(nodeid: nextNodeid, key: key, fd: fd, fileType: st.st_mode & S_IFMT)
+            nextNodeid += 1
+            inode.lookupCount = 1
+            byNode[inode.nodeid] = inode
+            byKey[key] = inode
+            return inode
+        }
+    }
+
+    /// Drops `count` kernel references; the entry goes away at zero (never the root).
+    func forget(_ nodeid: UInt64, count: UInt64) {
+        mutex.withLock {
+            guard nodeid != root.nodeid, let inode = byNode[nodeid] else { return }
+            inode.lookupCount = inode.lookupCount > count ? inode.lookupCount - count : 0
+            if inode.lookupCount == 0 {
+                byNode[nodeid] = nil
+                if byKey[inode.key] === inode { byKey[inode.key] = nil }
+            }
+        }
+    }
+
+    /// Moves `inode` to a new backing object; false when another entry already has that key.
+    func rekey(_ inode: Inode, to st: stat, fd: Int32) -> Bool {
+        let key = BackingKey(st)
+        return mutex.withLock {
+            if byKey[key] != nil { return false }
+            if byKey[inode.key] === inode { byKey[inode.key] = nil }
+            inode.replaceBacking(key: key, fd: fd)
+            byKey[key] = inode
+            return true
+        }
+    }
+
+    var all: [Inode] { mutex.withLock { Array(byNode.values) } }
+}

@@ -1,0 +1,109 @@
+import CFuse
+import Glibc
+
+/// The fuse_lowlevel_ops table. Callbacks are non-capturing closures that recover the
+/// filesystem from the session's userdata (no global state).
+enum LowLevelOperations {
+    /// getlk/setlk/flock are deliberately absent: the kernel then does local POSIX and BSD
+    /// locking, which is right for a single-host overlay.
+    static func make() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, conn in
+            guard let userdata, let conn else { return }
+            Unmanaged<OverlayFilesystem>.fromOpaque(userdata).takeUnretainedValue().initialize(conn)
+        }
+        ops.lookup = { req, parent, name in filesystem(req).lookup(req, parent, string(name)) }
+        ops.forget = { req, ino, nlookup in
+            filesystem(req).forget(ino, nlookup)
+            fuse_reply_none(req)
+        }
+        ops.forget_multi = { req, count, forgets in
+            let fs = filesystem(req)
+            if let forgets {
+                for i in 0..<count { fs.forget(forgets[i].ino, forgets[i].nlookup) }
+            }
+            fuse_reply_none(req)
+        }
+        ops.getattr = { req, ino, _ in filesystem(req).getattr(req, ino) }
+        ops.setattr = { req, ino, attr, toSet, fi in
+            guard let attr else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).setattr(req, ino, attr.pointee, toSet, fi)
+        }
+        ops.readlink = { req, ino in filesystem(req).readlink(req, ino) }
+        ops.mknod = { req, parent, name, mode, rdev in filesystem(req).mknod(req, parent, string(name), mode, rdev) }
+        ops.mkdir = { req, parent, name, mode in filesystem(req).mkdir(req, parent, string(name), mode) }
+        ops.unlink = { req, parent, name in filesystem(req).unlink(req, parent, string(name), directory: false) }
+        ops.rmdir = { req, parent, name in filesystem(req).unlink(req, parent, string(name), directory: true) }
+        ops.symlink = { req, target, parent, name in filesystem(req).symlink(req, string(target), parent, string(name)) }
+        ops.rename = { req, parent, name, newParent, newName, flags in
+            filesystem(req).rename(req, parent, string(name), newParent, string(newName), flags)
+        }
+        ops.link = { req, ino, newParent, newName in filesystem(req).link(req, ino, newParent, string(newName)) }
+        ops.open = { req, ino, fi in
+            guard let fi else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).open(req, ino, fi)
+        }
+        ops.read = { req, _, size, offset, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).read(req, size, Int(offset), fi)
+        }
+        ops.write = { req, _, buf, size, offset, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).write(req, buf, size, Int(offset), fi)
+        }
+        ops.flush = { req, _, _ in filesystem(req).flush(req) }
+        ops.release = { req, _, fi in
+            guard let fi else { fuse_reply_err(req, 0); return }
+            filesystem(req).release(req, fi)
+        }
+        ops.fsync = { req, _, datasync, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).fsync(req, datasync != 0, fi)
+        }
+        ops.opendir = { req, ino, fi in
+            guard let fi else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).opendir(req, ino, fi)
+        }
+        ops.readdir = { req, ino, size, offset, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).readdir(req, ino, size, Int(offset), fi, plus: false)
+        }
+        ops.readdirplus = { req, ino, size, offset, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).readdir(req, ino, size, Int(offset), fi, plus: true)
+        }
+        ops.releasedir = { req, _, fi in
+            guard let fi else { fuse_reply_err(req, 0); return }
+            filesystem(req).releasedir(req, fi)
+        }
+        ops.fsyncdir = { req, ino, _, _ in filesystem(req).fsyncdir(req, ino) }
+        ops.statfs = { req, _ in filesystem(req).statfs(req) }
+        ops.setxattr = { req, ino, name, value, size, flags in
+            filesystem(req).setxattr(req, ino, string(name), value, size, flags)
+        }
+        ops.getxattr = { req, ino, name, size in filesystem(req).getxattr(req, ino, string(name), size) }
+        ops.listxattr = { req, ino, size in filesystem(req).listxattr(req, ino, size) }
+        ops.removexattr = { req, ino, name in filesystem(req).removexattr(req, ino, string(name)) }
+        ops.create = { req, parent, name, mode, fi in
+            guard let fi else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).create(req, parent, string(name), mode, fi)
+        }
+        ops.fallocate = { req, _, mode, offset, length, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).fallocate(req, mode, Int(offset), Int(length), fi)
+        }
+        ops.lseek = { req, _, offset, whence, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            filesystem(req).lseek(req, Int(offset), whence, fi)
+        }
+        return ops
+    }
+}
+
+private func filesystem(_ req: fuse_req_t?) -> OverlayFilesystem {
+    Unmanaged<OverlayFilesystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+}
+
+private func string(_ name: UnsafePointer<CChar>?) -> String {
+    name.map { String(cString: $0) } ?? ""
+}

@@ -1,0 +1,222 @@
+import CFuse
+import Glibc
+import MAMProtection
+
+/// A mount that failed in the background daemon, reported to the waiting parent.
+public struct MountFailure: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    /// The sysexits code the CLI should exit with.
+    public let exitCode: Int32
+}
+
+/// `mamfs mount` and `mamfs unmount`.
+public enum MountCommand {
+    /// Mounts `options.backingDirectory` on `options.mountpoint` (libfuse3 lowlevel API,
+    /// multithreaded loop). Without `foreground` it forks a daemon before any thread or FUSE
+    /// session exists and returns 0 once the mount is in place; with `foreground` it returns
+    /// when the filesystem is unmounted (SIGTERM, SIGINT, SIGHUP or `mamfs unmount`).
+    /// - Returns: the process exit code (0 = success).
+    /// - Throws: `MAMError.fileNotFound` (missing backing directory or mountpoint),
+    ///   `.invalidArguments` (mountpoint not an empty directory, backing not a directory,
+    ///   mountpoint inside the backing directory, bad options), `.unknownAccount`,
+    ///   `MountFailure` when the daemon could not mount.
+    public static func run(options: MountOptions, context: ProtectionContext) throws -> Int32 {
+        var options = options
+        let plan = try prepare(&options, context: context)
+        if options.foreground {
+            return try serve(options: options, plan: plan, context: context, installSignalHandlers: true) { _ in }
+        }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw MAMError.fromErrno("pipe") }
+        mamfs_flush_stdio()
+        let pid = fork()
+        if pid < 0 { throw MAMError.fromErrno("fork") }
+        if pid == 0 {
+            close(fds[0])
+            let code = daemonMain(options: options, plan: plan, context: context, readyFD: fds[1])
+            mamfs_flush_stdio()
+            _exit(code)
+        }
+        close(fds[1])
+        var message: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 512)
+        while true {
+            let n = read(fds[0], &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            message += chunk[0..<n]
+        }
+        close(fds[0])
+        if message.first == UInt8(ascii: "0") { return 0 }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        guard !message.isEmpty else {
+            throw MountFailure(description: "the mount daemon exited before mounting", exitCode: 70)
+        }
+        let text = String(decoding: message.dropFirst(), as: UTF8.self)
+        let parts = text.split(separator: "\t", maxSplits: 1)
+        let code = parts.first.flatMap { Int32($0) } ?? 70
+        throw MountFailure(description: parts.count > 1 ? String(parts[1]) : text, exitCode: code)
+    }
+
+    /// Unmounts a mamfs mount: `fusermount3 -u`, falling back to a lazy `fusermount3 -uz`.
+    /// - Throws: `MAMError.system` when neither worked (not mounted, no permission).
+    public static func unmount(mountpoint: String) throws {
+        if spawn(["fusermount3", "-u", mountpoint]) == 0 { return }
+        if spawn(["fusermount3", "-uz", mountpoint]) == 0 { return }
+        throw MAMError.system("unmount \(mountpoint)", errno: EINVAL)
+    }
+
+    /// Runs a program from PATH and returns its exit status (127 when it could not start).
+    static func spawn(_ arguments: [String]) -> Int32 {
+        var argv = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawnp(&pid, arguments[0], nil, nil, argv, environ) == 0 else { return 127 }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    // MARK: Validation
+
+    struct Plan: Sendable {
+        let rootPath: String
+        let mountpoint: String
+        let fuseOptions: [String]
+    }
+
+    static func prepare(_ options: inout MountOptions, context: ProtectionContext) throws -> Plan {
+        func real(_ path: String, _ what: String) throws -> String {
+            guard let resolved = realpath(path, nil) else {
+                if errno == ENOENT { throw MAMError.fileNotFound("\(what) \(path) does not exist") }
+                throw MAMError.fromErrno("\(what) \(path)")
+            }
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        func isDirectory(_ path: String) -> Bool {
+            var st = stat()
+            return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+        }
+        let root = try real(options.backingDirectory, "backing directory")
+        guard isDirectory(root) else { throw MAMError.invalidArguments("backing \(options.backingDirectory) is not a directory") }
+        let mountpoint = try real(options.mountpoint, "mountpoint")
+        guard isDirectory(mountpoint) else { throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is not a directory") }
+        guard let dir = opendir(mountpoint) else { throw MAMError.fromErrno("mountpoint \(options.mountpoint)") }
+        var empty = true
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { empty = false; break }
+        }
+        closedir(dir)
+        guard empty else { throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is not empty") }
+        if mountpoint == root || mountpoint.hasPrefix(root == "/" ? "/" : root + "/") {
+            throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is inside the backing directory \(options.backingDirectory)")
+        }
+        if !AccountIdentity.canonical(options.account).isEmpty {
+            options.account = try context.resolveAccount(options.account).accountId
+        } else {
+            options.account = ""
+        }
+        // Selective wipe removes the account's files under every backing directory it knows.
+        try context.state.addKnownRoot(root, kind: .backing, accountId: options.account.isEmpty ? nil : options.account)
+        var fuse: [String] = []
+        for option in options.fuseOptions.flatMap({ $0.split(separator: ",").map(String.init) }) where !option.isEmpty {
+            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+            switch parts[0] {
+            case "attr_timeout", "entry_timeout":
+                guard parts.count == 2, let seconds = Double(parts[1]), seconds >= 0 else {
+                    throw MAMError.invalidArguments("-o \(option): expected a number of seconds")
+                }
+                if parts[0] == "attr_timeout" { options.attributeTimeout = seconds } else { options.entryTimeout = seconds }
+            case "writeback_cache":
+                throw MAMError.invalidArguments("-o writeback_cache is not supported (mamfs must see every write)")
+            case "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "rw", "account", "state":
+                // fstab and mount(8) words that are not FUSE options.
+                continue
+            default:
+                if parts[0].hasPrefix("x-") || parts[0].hasPrefix("comment=") { continue }
+                fuse.append(option)
+            }
+        }
+        if !fuse.contains("default_permissions") { fuse.append("default_permissions") }
+        fuse.append("fsname=" + String(root.flatMap { $0 == "," ? ["\\", ","] : [$0] }))
+        fuse.append("subtype=mamfs")
+        return Plan(rootPath: root, mountpoint: mountpoint, fuseOptions: fuse)
+    }
+
+    // MARK: Daemon and session
+
+    private static func daemonMain(options: MountOptions, plan: Plan, context: ProtectionContext, readyFD: Int32) -> Int32 {
+        setsid()
+        chdir("/")
+        let null = open("/dev/null", O_RDWR)
+        if null >= 0 {
+            dup2(null, 0)
+            dup2(null, 1)
+            if null > 2 { close(null) }
+        }
+        func report(_ text: String) {
+            var bytes = Array(text.utf8)
+            _ = bytes.withUnsafeMutableBytes { write(readyFD, $0.baseAddress, $0.count) }
+        }
+        do {
+            // SQLite connections must not cross a fork: the daemon opens the state itself.
+            let own = try ProtectionContext.open(stateDirectory: context.stateDirectory, passphraseFile: options.passphraseFile)
+            return try serve(options: options, plan: plan, context: own, installSignalHandlers: true) { _ in
+                report("0")
+                close(readyFD)
+            }
+        } catch let error as MAMError {
+            report("1\(error.exitCode)\t\(error)")
+        } catch let error as MountFailure {
+            report("1\(error.exitCode)\t\(error.description)")
+        } catch {
+            report("170\t\(error)")
+        }
+        close(readyFD)
+        return 1
+    }
+
+    /// Creates the session, mounts, calls `ready` and runs the multithreaded loop until unmounted.
+    static func serve(options: MountOptions, plan: Plan, context: ProtectionContext, installSignalHandlers: Bool,
+                      ready: (OpaquePointer) -> Void) throws -> Int32 {
+        umask(0)  // the kernel already applied the caller's umask to every mode we get
+        let fs = try OverlayFilesystem(context: context, options: options, rootPath: plan.rootPath)
+        var argv: [UnsafeMutablePointer<CChar>?] = [strdup("mamfs"), strdup("-o"), strdup(plan.fuseOptions.joined(separator: ","))]
+        argv.append(nil)
+        defer { argv.forEach { free($0) } }
+        return try argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var args = fuse_args(argc: 3, argv: buffer.baseAddress, allocated: 0)
+            defer { fuse_opt_free_args(&args) }
+            let connectionOptions = fuse_parse_conn_info_opts(&args)
+            defer { free(UnsafeMutableRawPointer(connectionOptions)) }
+            fs.connectionOptions = connectionOptions
+            var ops = LowLevelOperations.make()
+            let userdata = Unmanaged.passRetained(fs)
+            defer { userdata.release() }
+            guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, userdata.toOpaque()) else {
+                throw MAMError.invalidArguments("libfuse refused the mount options: \(plan.fuseOptions.joined(separator: ","))")
+            }
+            defer { fuse_session_destroy(session) }
+            fs.session = session
+            if installSignalHandlers {
+                guard fuse_set_signal_handlers(session) == 0 else { throw MAMError.internalError("cannot install signal handlers") }
+            }
+            defer { if installSignalHandlers { fuse_remove_signal_handlers(session) } }
+            guard fuse_session_mount(session, plan.mountpoint) == 0 else {
+                throw MountFailure(description: "cannot mount on \(plan.mountpoint) (see the message above; is /dev/fuse usable?)", exitCode: 73)
+            }
+            defer { fuse_session_unmount(session) }
+            ready(session)
+            let config = fuse_loop_cfg_create()
+            defer { fuse_loop_cfg_destroy(config) }
+            fuse_loop_cfg_set_idle_threads(config, 10)
+            fuse_loop_cfg_set_max_threads(config, 64)
+            let rc = fuse_session_loop_mt(session, config)
+            return rc < 0 ? 1 : 0
+        }
+    }
+}

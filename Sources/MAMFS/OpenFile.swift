@@ -1,0 +1,84 @@
+import Glibc
+import MAMProtection
+
+/// An open regular file: the backing descriptor (O_RDWR whenever the caller may write, so
+/// blocks can be read back and merged) and whether the caller asked for O_APPEND (mamfs
+/// appends at the plaintext end itself; the backing descriptor never has O_APPEND).
+final class OpenFile: @unchecked Sendable {
+    let inode: Inode
+    let fd: Int32
+    let append: Bool
+    let writable: Bool
+    /// The backing object the descriptor was opened on.
+    let backingKey: BackingKey
+    private let mutex = Mutex()
+    private var detached: (ProtectedFileHeader?, SymmetricKey?)?
+
+    init(inode: Inode, fd: Int32, append: Bool, writable: Bool) {
+        self.inode = inode
+        self.fd = fd
+        self.append = append
+        self.writable = writable
+        self.backingKey = inode.key
+    }
+
+    /// The plaintext view from this descriptor's own header (its entry now names another file).
+    func detachedContent(_ keyFor: (ProtectedFileHeader) throws -> SymmetricKey?) throws -> ProtectedFileContent {
+        let (header, key) = try mutex.withLock { () throws -> (ProtectedFileHeader?, SymmetricKey?) in
+            if let detached { return detached }
+            let header = try ProtectedFileHeader.read(fd: fd)
+            let pair = (header, try header.flatMap { try keyFor($0) })
+            detached = pair
+            return pair
+        }
+        return try ProtectedFileContent(fd: fd, header: header, fileKey: key)
+    }
+
+    deinit { close(fd) }
+
+    /// The value stored in fuse_file_info.fh (a retained reference).
+    func retainedHandle() -> UInt64 {
+        UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
+    }
+
+    static func borrow(_ fh: UInt64) -> OpenFile? {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
+        return Unmanaged<OpenFile>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    static func release(_ fh: UInt64) -> OpenFile? {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
+        return Unmanaged<OpenFile>.fromOpaque(pointer).takeRetainedValue()
+    }
+}
+
+/// One entry of a directory listing snapshot.
+struct DirectoryEntry: Sendable {
+    let name: String
+    let ino: UInt64
+    let type: UInt8
+}
+
+/// An open directory: a snapshot of its entries, taken at opendir and again whenever a
+/// listing restarts at offset 0 (rewinddir), so entry offsets stay stable within one pass.
+final class OpenDirectory: @unchecked Sendable {
+    let inode: Inode
+    let mutex = Mutex()
+    var entries: [DirectoryEntry] = []
+
+    init(inode: Inode) { self.inode = inode }
+
+    func retainedHandle() -> UInt64 {
+        UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
+    }
+
+    static func borrow(_ fh: UInt64) -> OpenDirectory? {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
+        return Unmanaged<OpenDirectory>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    static func release(_ fh: UInt64) -> OpenDirectory? {
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
+        return Unmanaged<OpenDirectory>.fromOpaque(pointer).takeRetainedValue()
+    }
+}

@@ -1,0 +1,704 @@
+import CFuse
+import CSystem
+import Glibc
+import MAMProtection
+
+/// The request handlers. Each answers its request exactly once.
+extension OverlayFilesystem {
+    private func fail(_ req: fuse_req_t?, _ error: Error, _ inode: Inode? = nil) {
+        fuse_reply_err(req, errnoCode(error, inode))
+    }
+
+    private func node(_ ino: fuse_ino_t) throws -> Inode {
+        guard let inode = table.inode(ino) else { throw FilesystemError(code: ESTALE) }
+        return inode
+    }
+
+    private func replyEntry(_ req: fuse_req_t?, _ inode: Inode, _ st: stat) {
+        var e = entryParameters(inode, st)
+        if fuse_reply_entry(req, &e) != 0 { table.forget(inode.nodeid, count: 1) }
+    }
+
+    // MARK: Lifecycle
+
+    func initialize(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
+        if let connectionOptions { fuse_apply_conn_info_opts(connectionOptions, conn) }
+        // Writes go through to us (no writeback cache), so O_APPEND and sizes stay ours.
+        conn.pointee.want &= ~UInt32(FUSE_CAP_WRITEBACK_CACHE)
+        if conn.pointee.max_write < 1 << 20 { conn.pointee.max_write = 1 << 20 }
+    }
+
+    // MARK: Names
+
+    func lookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String) {
+        refresh(force: false)
+        do {
+            let dir = try node(parent)
+            let (inode, st) = try lookupEntry(parent: dir, name: name)
+            replyEntry(req, inode, st)
+        } catch { fail(req, error) }
+    }
+
+    func forget(_ ino: fuse_ino_t, _ count: UInt64) {
+        table.forget(ino, count: count)
+    }
+
+    func getattr(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
+        refresh(force: false)
+        do {
+            let inode = try node(ino)
+            var st = try attributes(inode)
+            fuse_reply_attr(req, &st, options.attributeTimeout)
+        } catch { fail(req, error, table.inode(ino)) }
+    }
+
+    func setattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ attr: stat, _ toSet: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        do {
+            let inode = try node(ino)
+            let handle = fi.flatMap { OpenFile.borrow($0.pointee.fh) }
+            if toSet & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
+                let uid = toSet & FUSE_SET_ATTR_UID != 0 ? attr.st_uid : uid_t.max
+                let gid = toSet & FUSE_SET_ATTR_GID != 0 ? attr.st_gid : gid_t.max
+                guard fchownat(inode.fd, "", uid, gid, mamfs_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            }
+            if toSet & FUSE_SET_ATTR_MODE != 0 {
+                let rc = handle.map { fchmod($0.fd, attr.st_mode & 0o7777) } ?? chmod(inode.procPath, attr.st_mode & 0o7777)
+                guard rc == 0 else { throw FilesystemError.current() }
+            }
+            if toSet & FUSE_SET_ATTR_SIZE != 0 {
+                guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
+                try truncate(inode, to: Int64(attr.st_size), handle: handle)
+            }
+            let timeBits = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW
+            if toSet & timeBits != 0 {
+                // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime (F14).
+                func time(_ set: Int32, _ now: Int32, _ value: timespec) -> timespec {
+                    if toSet & now != 0 { return timespec(tv_sec: 0, tv_nsec: mamfs_UTIME_NOW) }
+                    if toSet & set != 0 { return value }
+                    return timespec(tv_sec: 0, tv_nsec: mamfs_UTIME_OMIT)
+                }
+                var times = [time(FUSE_SET_ATTR_ATIME, FUSE_SET_ATTR_ATIME_NOW, attr.st_atim),
+                             time(FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_MTIME_NOW, attr.st_mtim)]
+                let rc: Int32
+                if let handle {
+                    rc = futimens(handle.fd, &times)
+                } else if inode.isSymlink {
+                    rc = utimensat(AT_FDCWD, try backingPath(inode), &times, AT_SYMLINK_NOFOLLOW)
+                } else {
+                    rc = utimensat(AT_FDCWD, inode.procPath, &times, 0)
+                }
+                guard rc == 0 else { throw FilesystemError.current() }
+            }
+            var st = try attributes(inode, hideWiped: false)
+            fuse_reply_attr(req, &st, options.attributeTimeout)
+            if toSet & FUSE_SET_ATTR_SIZE != 0, let session {
+                // A read that raced the truncation may have left a zero-filled page in the
+                // kernel's cache (the kernel pads short reads); drop the cached pages (F3).
+                fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
+            }
+        } catch { fail(req, error, table.inode(ino)) }
+    }
+
+    /// Sets the plaintext size under the exclusive content lock (re-encrypting the new last block).
+    private func truncate(_ inode: Inode, to size: Int64, handle: OpenFile?) throws {
+        try inode.content.writing {
+            var ownFD: Int32 = -1
+            defer { if ownFD >= 0 { close(ownFD) } }
+            let fd: Int32
+            if let handle, handle.writable {
+                fd = handle.fd
+            } else {
+                ownFD = Glibc.open(inode.procPath, O_RDWR | O_CLOEXEC)
+                guard ownFD >= 0 else { throw FilesystemError.current() }
+                fd = ownFD
+            }
+            let content: ProtectedFileContent
+            if let handle, handle.writable {
+                content = try self.content(handle)
+            } else {
+                var st = stat()
+                guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
+                let header = try self.header(inode, ctime: st.st_ctim)
+                content = try ProtectedFileContent(fd: fd, header: header, fileKey: try fileKey(inode, header: header))
+            }
+            try content.truncate(to: size)
+        }
+    }
+
+    // MARK: Directories and special files
+
+    func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ mode: mode_t) {
+        do {
+            let dir = try node(parent)
+            guard mkdirat(dir.fd, name, mode & 0o7777) == 0 else { throw FilesystemError.current() }
+            chownToCaller(req, dirFD: dir.fd, name: name)
+            let (inode, st) = try lookupEntry(parent: dir, name: name)
+            replyEntry(req, inode, st)
+        } catch { fail(req, error) }
+    }
+
+    func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ mode: mode_t, _ rdev: dev_t) {
+        do {
+            let dir = try node(parent)
+            if (mode & S_IFMT) == S_IFREG {
+                // Regular files made by mknod are tagged like created ones.
+                let fd = try createTagged(req, dir: dir, name: name, mode: mode)
+                close(fd)
+            } else {
+                guard mknodat(dir.fd, name, mode, rdev) == 0 else { throw FilesystemError.current() }
+                chownToCaller(req, dirFD: dir.fd, name: name)
+            }
+            let (inode, st) = try lookupEntry(parent: dir, name: name)
+            replyEntry(req, inode, st)
+        } catch { fail(req, error) }
+    }
+
+    func symlink(_ req: fuse_req_t?, _ target: String, _ parent: fuse_ino_t, _ name: String) {
+        do {
+            let dir = try node(parent)
+            guard symlinkat(target, dir.fd, name) == 0 else { throw FilesystemError.current() }
+            chownToCaller(req, dirFD: dir.fd, name: name)
+            let (inode, st) = try lookupEntry(parent: dir, name: name)
+            replyEntry(req, inode, st)
+        } catch { fail(req, error) }
+    }
+
+    func readlink(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
+        do {
+            let inode = try node(ino)
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = readlinkat(inode.fd, "", &buffer, buffer.count - 1)
+            guard n >= 0 else { throw FilesystemError.current() }
+            buffer[n] = 0
+            fuse_reply_readlink(req, buffer)
+        } catch { fail(req, error) }
+    }
+
+    func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: String) {
+        do {
+            let inode = try node(ino)
+            let dir = try node(newParent)
+            guard linkat(AT_FDCWD, inode.procPath, dir.fd, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
+            let (linked, st) = try lookupEntry(parent: dir, name: newName)
+            replyEntry(req, linked, st)
+        } catch { fail(req, error) }
+    }
+
+    func unlink(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, directory: Bool) {
+        do {
+            let dir = try node(parent)
+            guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+            fuse_reply_err(req, 0)
+        } catch { fail(req, error) }
+    }
+
+    func rename(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ newParent: fuse_ino_t, _ newName: String, _ flags: UInt32) {
+        do {
+            let from = try node(parent)
+            let to = try node(newParent)
+            guard flags & ~(mamfs_RENAME_NOREPLACE | mamfs_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
+            let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_renameat2(from.fd, name, to.fd, newName, flags)
+            guard rc == 0 else { throw FilesystemError.current() }
+            fuse_reply_err(req, 0)
+        } catch { fail(req, error) }
+    }
+
+    func opendir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        refresh(force: false)
+        do {
+            let inode = try node(ino)
+            let dir = OpenDirectory(inode: inode)
+            dir.entries = try listing(inode)
+            fi.pointee.fh = dir.retainedHandle()
+            fi.pointee.cache_readdir = 0
+            if fuse_reply_open(req, fi) != 0 { _ = OpenDirectory.release(fi.pointee.fh) }
+        } catch { fail(req, error) }
+    }
+
+    /// The entries of a backing directory, without files of wiped owners.
+    private func listing(_ inode: Inode) throws -> [DirectoryEntry] {
+        let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw FilesystemError.current() }
+        guard let stream = fdopendir(fd) else {
+            let error = FilesystemError.current()
+            close(fd)
+            throw error
+        }
+        defer { closedir(stream) }
+        let checkOwners = hasWipedOwners
+        var entries: [DirectoryEntry] = []
+        while true {
+            errno = 0
+            guard let entry = Glibc.readdir(stream) else {
+                if errno != 0 { throw FilesystemError.current() }
+                break
+            }
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            let type = entry.pointee.d_type
+            if checkOwners && type == UInt8(DT_REG) && ownerIsWiped(dirFD: Glibc.dirfd(stream), name: name) { continue }
+            entries.append(DirectoryEntry(name: name, ino: UInt64(entry.pointee.d_ino), type: type))
+        }
+        return entries
+    }
+
+    private func ownerIsWiped(dirFD: Int32, name: String) -> Bool {
+        let fd = openat(dirFD, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return isHidden((try? ProtectedFileHeader.read(fd: fd)) ?? nil)
+    }
+
+    func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: Int, _ fi: UnsafeMutablePointer<fuse_file_info>, plus: Bool) {
+        guard let dir = OpenDirectory.borrow(fi.pointee.fh) else {
+            fuse_reply_err(req, EBADF)
+            return
+        }
+        do {
+            let entries = try dir.mutex.withLock { () throws -> [DirectoryEntry] in
+                if offset == 0 { dir.entries = try listing(dir.inode) }
+                return dir.entries
+            }
+            let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
+            defer { buffer.deallocate() }
+            var used = 0
+            var index = max(0, offset)
+            while index < entries.count {
+                let entry = entries[index]
+                let next = off_t(index + 1)
+                let needed: Int
+                if plus {
+                    var e = fuse_entry_param()
+                    var looked: Inode?
+                    if entry.name == "." || entry.name == ".." {
+                        e.attr.st_ino = ino_t(entry.ino)
+                        e.attr.st_mode = mode_t(entry.type) << 12
+                    } else if let (inode, st) = try? lookupEntry(parent: dir.inode, name: entry.name) {
+                        looked = inode
+                        e = entryParameters(inode, st)
+                    } else {
+                        index += 1
+                        continue
+                    }
+                    needed = fuse_add_direntry_plus(req, buffer + used, size - used, entry.name, &e, next)
+                    if needed > size - used {
+                        if let looked { table.forget(looked.nodeid, count: 1) }
+                        break
+                    }
+                } else {
+                    var st = stat()
+                    st.st_ino = ino_t(entry.ino)
+                    st.st_mode = mode_t(entry.type) << 12
+                    needed = fuse_add_direntry(req, buffer + used, size - used, entry.name, &st, next)
+                    if needed > size - used { break }
+                }
+                used += needed
+                index += 1
+            }
+            fuse_reply_buf(req, buffer, used)
+        } catch { fail(req, error) }
+    }
+
+    func releasedir(_ req: fuse_req_t?, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        _ = OpenDirectory.release(fi.pointee.fh)
+        fuse_reply_err(req, 0)
+    }
+
+    func fsyncdir(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
+        do {
+            let inode = try node(ino)
+            let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { throw FilesystemError.current() }
+            defer { close(fd) }
+            guard SwiftGlibc.fsync(fd) == 0 else { throw FilesystemError.current() }
+            fuse_reply_err(req, 0)
+        } catch { fail(req, error) }
+    }
+
+    func statfs(_ req: fuse_req_t?) {
+        var st = statvfs()
+        guard statvfs(rootPath, &st) == 0 else {
+            fuse_reply_err(req, errno)
+            return
+        }
+        fuse_reply_statfs(req, &st)
+    }
+
+    // MARK: Files
+
+    /// Creates `name` exclusively and writes its header (owner inherited from the nearest tagged
+    /// directory, else the mount's account). Returns the O_RDWR backing descriptor.
+    private func createTagged(_ req: fuse_req_t?, dir: Inode, name: String, mode: mode_t) throws -> Int32 {
+        let fd = openat(dir.fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode & 0o7777)
+        guard fd >= 0 else { throw FilesystemError.current() }
+        do {
+            chownToCaller(req, dirFD: dir.fd, name: name)
+            let owner = inheritedOwner(directory: try backingPath(dir))
+            let (header, key) = try context.newFileHeader(owner: owner)
+            if let header { try ProtectedFileContent(fd: fd, header: header, fileKey: key).writeHeaderIfMissing() }
+            return fd
+        } catch {
+            close(fd)
+            unlinkat(dir.fd, name, 0)
+            throw error
+        }
+    }
+
+    func create(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ mode: mode_t, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        refresh(force: true)
+        var registered: Inode?
+        do {
+            let dir = try node(parent)
+            let fd: Int32
+            do {
+                fd = try createTagged(req, dir: dir, name: name, mode: mode)
+            } catch let error as FilesystemError where error.code == EEXIST && fi.pointee.flags & O_EXCL == 0 {
+                // The kernel thought the name was free, but it exists: open it instead.
+                let (inode, _) = try lookupEntry(parent: dir, name: name)
+                registered = inode
+                let handle = try openHandle(inode, flags: fi.pointee.flags)
+                try replyCreate(req, inode, handle, fi)
+                return
+            }
+            let handle: OpenFile
+            do {
+                var st = stat()
+                guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
+                let pathFD = Glibc.open("/proc/self/fd/\(fd)", mamfs_O_PATH | O_CLOEXEC)
+                guard pathFD >= 0 else { throw FilesystemError.current() }
+                let inode = table.acquire(st, fd: pathFD)
+                registered = inode
+                let header = try ProtectedFileHeader.read(fd: fd)
+                let key = try header.flatMap { try context.fileKey(for: $0) }
+                let generation = self.generation
+                inode.content.writing {
+                    var now = stat()
+                    fstat(fd, &now)
+                    inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
+                    inode.adjustOpenCount(1)
+                }
+                handle = OpenFile(inode: inode, fd: fd, append: fi.pointee.flags & O_APPEND != 0, writable: true)
+            } catch {
+                close(fd)
+                throw error
+            }
+            try replyCreate(req, handle.inode, handle, fi)
+        } catch {
+            if let registered { table.forget(registered.nodeid, count: 1) }
+            fail(req, error)
+        }
+    }
+
+    private func replyCreate(_ req: fuse_req_t?, _ inode: Inode, _ handle: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>) throws {
+        let st: stat
+        do {
+            st = try attributes(inode, hideWiped: false)
+        } catch {
+            inode.adjustOpenCount(-1)
+            throw error
+        }
+        var e = entryParameters(inode, st)
+        fi.pointee.fh = handle.retainedHandle()
+        fi.pointee.direct_io = 0
+        fi.pointee.keep_cache = 0
+        if fuse_reply_create(req, &e, fi) != 0 {
+            _ = OpenFile.release(fi.pointee.fh)
+            inode.adjustOpenCount(-1)
+            table.forget(inode.nodeid, count: 1)
+        }
+    }
+
+    func open(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        refresh(force: true)
+        do {
+            let inode = try node(ino)
+            let handle = try openHandle(inode, flags: fi.pointee.flags)
+            fi.pointee.fh = handle.retainedHandle()
+            fi.pointee.direct_io = 0
+            fi.pointee.keep_cache = 0
+            if fuse_reply_open(req, fi) != 0 {
+                _ = OpenFile.release(fi.pointee.fh)
+                inode.adjustOpenCount(-1)
+            }
+        } catch { fail(req, error, table.inode(ino)) }
+    }
+
+    /// Opens the backing file (O_RDWR for any write access; never O_APPEND, O_DIRECT or O_TRUNC),
+    /// loads header and key (EACCES when the key is gone, EIO for a tampered header), and
+    /// applies O_TRUNC; an untagged file truncated this way is tagged like a new one.
+    func openHandle(_ inode: Inode, flags: Int32) throws -> OpenFile {
+        guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
+        let writable = flags & O_ACCMODE != O_RDONLY
+        let passed = flags & (O_SYNC | O_DSYNC)
+        let fd = Glibc.open(inode.procPath, (writable ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+        guard fd >= 0 else { throw FilesystemError.current() }
+        do {
+            try inode.content.writing {
+                var st = stat()
+                guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
+                var header: ProtectedFileHeader?
+                if inode.openCount == 0 {
+                    header = try ProtectedFileHeader.read(fd: fd)
+                    inode.storeHeader(header, stamp: st.st_ctim)
+                } else {
+                    header = try self.header(inode, ctime: st.st_ctim)
+                }
+                var key = try fileKey(inode, header: header)
+                if writable && flags & O_TRUNC != 0 {
+                    if header == nil {
+                        let owner = inheritedOwner(directory: parentPath(try backingPath(inode)))
+                        let (newHeader, newKey) = try context.newFileHeader(owner: owner)
+                        guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
+                        if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }
+                        header = newHeader
+                        key = newKey
+                    } else {
+                        try ProtectedFileContent(fd: fd, header: header, fileKey: key).truncate(to: 0)
+                    }
+                    var now = stat()
+                    fstat(fd, &now)
+                    inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
+                }
+                inode.adjustOpenCount(1)
+            }
+        } catch {
+            close(fd)
+            throw error
+        }
+        return OpenFile(inode: inode, fd: fd, append: flags & O_APPEND != 0, writable: writable)
+    }
+
+    func read(_ req: fuse_req_t?, _ size: Int, _ offset: Int, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(fi.pointee.fh) else {
+            fuse_reply_err(req, EBADF)
+            return
+        }
+        do {
+            try buffers.withBuffer(size) { buffer in
+                let count = try handle.inode.content.reading {
+                    try content(handle).read(into: buffer, at: Int64(offset))
+                }
+                fuse_reply_buf(req, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), count)
+            }
+        } catch { fail(req, error, handle.inode) }
+    }
+
+    func write(_ req: fuse_req_t?, _ data: UnsafePointer<CChar>?, _ size: Int, _ offset: Int, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(fi.pointee.fh) else {
+            fuse_reply_err(req, EBADF)
+            return
+        }
+        do {
+            let appendAtEnd = handle.append && fi.pointee.writepage == 0
+            try handle.inode.content.writing {
+                let content = try content(handle)
+                let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
+                try content.write(UnsafeRawBufferPointer(start: data, count: size), at: at)
+            }
+            fuse_reply_write(req, size)
+        } catch { fail(req, error, handle.inode) }
+    }
+
+    func flush(_ req: fuse_req_t?) {
+        fuse_reply_err(req, 0)
+    }
+
+    func fsync(_ req: fuse_req_t?, _ datasync: Bool, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(fi.pointee.fh) else {
+            fuse_reply_err(req, EBADF)
+            return
+        }
+        let rc = datasync ? fdatasync(handle.fd) : SwiftGlibc.fsync(handle.fd)
+        fuse_reply_err(req, rc == 0 ? 0 : errno)
+    }
+
+    func release(_ req: fuse_req_t?, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        if let handle = OpenFile.release(fi.pointee.fh) {
+            handle.inode.adjustOpenCount(-1)
+        }
+        fuse_reply_err(req, 0)
+    }
+
+    func fallocate(_ req: fuse_req_t?, _ mode: Int32, _ offset: Int, _ length: Int, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(fi.pointee.fh) else {
+            fuse_reply_err(req, EBADF)
+            return
+        }
+        guard mode == 0 else {
+            fuse_reply_err(req, EOPNOTSUPP)
+            return
+        }
+        do {
+            try handle.inode.content.writing {
+                let content = try content(handle)
+                if content.header?.isEncrypted == true {
+                    // No holes in encrypted files: extending writes encrypted zeros.
+                    if Int64(offset + length) > (try content.plaintextSize()) {
+                        try content.truncate(to: Int64(offset + length))
+                    }
+                } else {
+                    try content.writeHeaderIfMissing()
+                    guard mamfs_fallocate(handle.fd, 0, content.dataOffset + Int64(offset), Int64(length)) == 0 else {
+                        throw FilesystemError.current()
+                    }
+                }
+            }
+            fuse_reply_err(req, 0)
+        } catch { fail(req, error, handle.inode) }
+    }
+
+    /// SEEK_DATA / SEEK_HOLE. Encrypted files have no holes (data up to the end); plain ones
+    /// ask the backing file, shifted by the header.
+    func lseek(_ req: fuse_req_t?, _ offset: Int, _ whence: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        guard let handle = OpenFile.borrow(fi.pointee.fh) else {
+            fuse_reply_err(req, EBADF)
+            return
+        }
+        do {
+            let result: Int64 = try handle.inode.content.reading {
+                let content = try content(handle)
+                let size = try content.plaintextSize()
+                if whence != SEEK_DATA && whence != SEEK_HOLE { throw FilesystemError(code: EINVAL) }
+                guard Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
+                if content.header?.isEncrypted == true {
+                    return whence == SEEK_DATA ? Int64(offset) : size
+                }
+                let position = Glibc.lseek(handle.fd, off_t(content.dataOffset + Int64(offset)), whence)
+                guard position >= 0 else { throw FilesystemError.current() }
+                return min(size, max(Int64(offset), Int64(position) - content.dataOffset))
+            }
+            fuse_reply_lseek(req, off_t(result))
+        } catch { fail(req, error, handle.inode) }
+    }
+
+    // MARK: Extended attributes
+
+    static let ownerAttribute = "user.mam.owner"
+    static let encryptedAttribute = "user.mam.encrypted"
+
+    /// The value of a mamfs attribute; nil = ENODATA.
+    private func virtualAttribute(_ inode: Inode, _ name: String) throws -> String? {
+        if inode.isDirectory {
+            guard name == OverlayFilesystem.ownerAttribute else { return "0" }
+            let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { throw FilesystemError.current() }
+            defer { close(fd) }
+            return context.directoryOwner(backingDirectoryFD: fd)
+        }
+        guard inode.isRegular else { return nil }
+        let header = try inode.content.reading { () throws -> ProtectedFileHeader? in
+            var st = stat()
+            guard fstatat(inode.fd, "", &st, mamfs_AT_EMPTY_PATH) == 0 else { throw FilesystemError.current() }
+            return try self.header(inode, ctime: st.st_ctim)
+        }
+        if name == OverlayFilesystem.encryptedAttribute { return header?.isEncrypted == true ? "1" : "0" }
+        return header?.owner
+    }
+
+    func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: String, _ size: Int) {
+        do {
+            let inode = try node(ino)
+            if name == OverlayFilesystem.ownerAttribute || name == OverlayFilesystem.encryptedAttribute {
+                guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
+                let bytes = Array(value.utf8)
+                if size == 0 {
+                    fuse_reply_xattr(req, bytes.count)
+                } else if bytes.count > size {
+                    throw FilesystemError(code: ERANGE)
+                } else {
+                    bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                }
+                return
+            }
+            if size == 0 {
+                let n = CSystem.getxattr(inode.procPath, name, nil, 0)
+                guard n >= 0 else { throw FilesystemError.current() }
+                fuse_reply_xattr(req, n)
+                return
+            }
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
+            defer { buffer.deallocate() }
+            let n = CSystem.getxattr(inode.procPath, name, buffer, size)
+            guard n >= 0 else { throw FilesystemError.current() }
+            fuse_reply_buf(req, buffer.assumingMemoryBound(to: CChar.self), n)
+        } catch { fail(req, error, table.inode(ino)) }
+    }
+
+    /// Backing xattr names without the ones mamfs owns (a directory's raw owner tag); the
+    /// virtual mamfs attributes are readable by name but not listed, so copying tools
+    /// (cp --preserve=all, rsync -X) neither copy nor fail on them.
+    func listxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int) {
+        do {
+            let inode = try node(ino)
+            var names: [UInt8] = []
+            while true {
+                let needed = CSystem.listxattr(inode.procPath, nil, 0)
+                guard needed >= 0 else { throw FilesystemError.current() }
+                if needed == 0 { break }
+                var raw = [UInt8](repeating: 0, count: needed)
+                let n = raw.withUnsafeMutableBytes { CSystem.listxattr(inode.procPath, $0.baseAddress?.assumingMemoryBound(to: CChar.self), needed) }
+                if n < 0 && errno == ERANGE { continue }
+                guard n >= 0 else { throw FilesystemError.current() }
+                for name in raw[0..<n].split(separator: 0, omittingEmptySubsequences: true) {
+                    let text = String(decoding: name, as: UTF8.self)
+                    if text == OverlayFilesystem.ownerAttribute || text == OverlayFilesystem.encryptedAttribute { continue }
+                    names += name
+                    names.append(0)
+                }
+                break
+            }
+            if size == 0 {
+                fuse_reply_xattr(req, names.count)
+            } else if names.count > size {
+                throw FilesystemError(code: ERANGE)
+            } else {
+                names.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+            }
+        } catch { fail(req, error) }
+    }
+
+    func setxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: String, _ value: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
+        do {
+            let inode = try node(ino)
+            if name == OverlayFilesystem.encryptedAttribute { throw FilesystemError(code: EPERM) }
+            if name == OverlayFilesystem.ownerAttribute {
+                var bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+                while bytes.last == 0 { bytes.removeLast() }
+                try protect(inode, owner: String(decoding: bytes, as: UTF8.self))
+                fuse_reply_err(req, 0)
+                return
+            }
+            guard CSystem.setxattr(inode.procPath, name, value, size, flags) == 0 else { throw FilesystemError.current() }
+            fuse_reply_err(req, 0)
+        } catch { fail(req, error, table.inode(ino)) }
+    }
+
+    /// Writing `user.mam.owner` = `mamfs protect` on the backing path (recursive for a directory).
+    private func protect(_ inode: Inode, owner: String) throws {
+        refresh(force: true)
+        let path = try backingPath(inode)
+        if inode.isRegular {
+            try inode.content.writing {
+                try context.protect(path: path, accountId: owner, recursive: false)
+                rekey(inode, toPath: path)
+            }
+        } else if inode.isDirectory {
+            try context.protect(path: path, accountId: owner, recursive: true)
+            rekeyReplacedEntries()
+        } else {
+            throw FilesystemError(code: EPERM)
+        }
+    }
+
+    func removexattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: String) {
+        do {
+            let inode = try node(ino)
+            if name == OverlayFilesystem.ownerAttribute || name == OverlayFilesystem.encryptedAttribute {
+                throw FilesystemError(code: EPERM)
+            }
+            guard CSystem.removexattr(inode.procPath, name) == 0 else { throw FilesystemError.current() }
+            fuse_reply_err(req, 0)
+        } catch { fail(req, error) }
+    }
+}

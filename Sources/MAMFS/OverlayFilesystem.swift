@@ -1,0 +1,295 @@
+import CFuse
+import CSystem
+import Glibc
+import MAMProtection
+
+/// An errno to answer a FUSE request with.
+struct FilesystemError: Error {
+    let code: Int32
+    static func current() -> FilesystemError { FilesystemError(code: errno) }
+}
+
+/// The overlay: every FUSE request of the mount, answered from the backing directory through
+/// the protected-file format. One object per mount, shared by the session's worker threads.
+///
+/// Offsets and sizes the kernel sees are plaintext; the backing files hold the header and, for
+/// encrypted owners, the encrypted blocks (docs/FORMAT.md).
+final class OverlayFilesystem: @unchecked Sendable {
+    let context: ProtectionContext
+    let options: MountOptions
+    /// Absolute, symlink-free path of the backing directory.
+    let rootPath: String
+    let table: InodeTable
+    /// Set once the session exists (before the loop starts).
+    var session: OpaquePointer?
+    /// Connection options (max_write=...) parsed from -o, applied in init.
+    var connectionOptions: OpaquePointer?
+
+    private let refreshMutex = Mutex()
+    private var _generation: UInt64 = 1
+    private var lastRefresh: UInt64 = 0
+    private var wipedOwners: Set<String> = []
+    private let daemonUID = geteuid()
+
+    /// Buffers for read replies, reused across requests.
+    let buffers = BufferPool(capacity: 1 << 20)
+
+    init(context: ProtectionContext, options: MountOptions, rootPath: String) throws {
+        self.context = context
+        self.options = options
+        self.rootPath = rootPath
+        let fd = Glibc.open(rootPath, mamfs_O_PATH | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw MAMError.fromErrno("open \(rootPath)") }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            close(fd)
+            throw MAMError.fromErrno("stat \(rootPath)")
+        }
+        table = InodeTable(rootFD: fd, rootStat: st)
+        _ = context.refreshIfChanged()
+        wipedOwners = OverlayFilesystem.loadWipedOwners(context)
+    }
+
+    // MARK: State changes made by other processes
+
+    /// Bumped whenever the state database changed (keys, policies, accounts): cached file keys
+    /// of an older generation are fetched again.
+    var generation: UInt64 { refreshMutex.withLock { _generation } }
+
+    private static func loadWipedOwners(_ context: ProtectionContext) -> Set<String> {
+        guard let accounts = try? context.state.allAccounts() else { return [] }
+        return Set(accounts.filter { $0.wipedAt != nil }.map(\.accountId))
+    }
+
+    /// Picks up CLI changes (wipe, policy set, protect on backing paths). `force` for requests
+    /// that open or create; otherwise at most every 200 ms.
+    func refresh(force: Bool) {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let nanos = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        let due = refreshMutex.withLock { () -> Bool in
+            if !force && nanos &- lastRefresh < 200_000_000 { return false }
+            lastRefresh = nanos
+            return true
+        }
+        guard due, context.refreshIfChanged() else { return }
+        let wiped = OverlayFilesystem.loadWipedOwners(context)
+        refreshMutex.withLock {
+            _generation += 1
+            wipedOwners = wiped
+        }
+        rekeyReplacedEntries()
+    }
+
+    func isHidden(_ header: ProtectedFileHeader?) -> Bool {
+        guard let owner = header?.owner, !owner.isEmpty else { return false }
+        let anyWiped = refreshMutex.withLock { !wipedOwners.isEmpty }
+        return anyWiped && context.isWiped(owner: owner)
+    }
+
+    var hasWipedOwners: Bool { refreshMutex.withLock { !wipedOwners.isEmpty } }
+
+    /// Entries whose backing file was replaced under its name (protect rewrites through a temp
+    /// file and rename) are pointed at the new file, so the kernel's node keeps working.
+    func rekeyReplacedEntries() {
+        for inode in table.all where inode.isRegular {
+            var st = stat()
+            guard fstatat(inode.fd, "", &st, mamfs_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { continue }
+            guard let link = readLink(inode.procPath), link.hasSuffix(" (deleted)") else { continue }
+            rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
+        }
+    }
+
+    /// Points `inode` at whatever regular file is now at `path`.
+    func rekey(_ inode: Inode, toPath path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        guard BackingKey(st) != inode.key else {
+            inode.replaceBacking(key: inode.key, fd: dup(inode.fd))
+            return
+        }
+        let fd = Glibc.open(path, mamfs_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        var opened = stat()
+        guard fstat(fd, &opened) == 0, table.rekey(inode, to: opened, fd: fd) else {
+            close(fd)
+            return
+        }
+    }
+
+    // MARK: Paths, headers, attributes
+
+    /// The current backing path of an object (follows renames made through the mount).
+    func backingPath(_ inode: Inode) throws -> String {
+        if inode.nodeid == table.root.nodeid { return rootPath }
+        guard var link = readLink(inode.procPath) else { throw FilesystemError.current() }
+        if link.hasSuffix(" (deleted)") { link.removeLast(" (deleted)".count) }
+        return link
+    }
+
+    func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = SwiftGlibc.readlink(path, &buffer, buffer.count - 1)
+        guard n >= 0 else { return nil }
+        return buffer.withUnsafeBufferPointer { String(decoding: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0)[0..<n]), as: UTF8.self) }
+    }
+
+    /// The owner a new file in `directory` gets: the tag of the nearest tagged backing
+    /// directory up to the backing root, else the mount's account.
+    func inheritedOwner(directory: String) -> String {
+        var path = directory
+        while path.hasPrefix(rootPath) {
+            let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if fd >= 0 {
+                let owner = context.directoryOwner(backingDirectoryFD: fd)
+                close(fd)
+                if let owner { return owner }
+            }
+            if path == rootPath || path == "/" { break }
+            path = parentPath(path)
+        }
+        return options.account
+    }
+
+    func parentPath(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return rootPath }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The header for attribute replies. Call with the content lock held (shared is enough).
+    func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
+        if let cached = inode.cachedHeader(ctime: ctime) { return cached }
+        let fd = Glibc.open(inode.procPath, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw FilesystemError.current() }
+        defer { close(fd) }
+        let header = try ProtectedFileHeader.read(fd: fd)
+        inode.storeHeader(header, stamp: ctime)
+        return header
+    }
+
+    /// The file key for `header` (cached per entry and state generation).
+    /// - Throws: keyUnavailable (wiped or unknown owner), authenticationFailed.
+    func fileKey(_ inode: Inode, header: ProtectedFileHeader?) throws -> SymmetricKey? {
+        guard let header else { return nil }
+        if isHidden(header) { throw MAMError.keyUnavailable("the owner's keys were wiped") }
+        guard header.isEncrypted else { return nil }
+        let generation = self.generation
+        if let cached = inode.cachedFileKey(generation: generation) { return cached }
+        let key = try context.fileKey(for: header)
+        inode.storeFileKey(key, generation: generation)
+        return key
+    }
+
+    /// Backing attributes with the plaintext size. `locked`: the caller holds the content lock.
+    func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
+        var st = stat()
+        let body = {
+            guard fstatat(inode.fd, "", &st, mamfs_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            guard (st.st_mode & S_IFMT) == S_IFREG else { return }
+            let header = try self.header(inode, ctime: st.st_ctim)
+            if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
+            self.applyPlaintextSize(&st, header: header)
+        }
+        if locked || !inode.isRegular { try body() } else { try inode.content.reading(body) }
+        return st
+    }
+
+    func applyPlaintextSize(_ st: inout stat, header: ProtectedFileHeader?) {
+        guard let header else { return }
+        let stored = Int64(st.st_size)
+        let size: Int64
+        if let exact = try? ProtectedFileContent.plaintextSize(storedSize: stored, header: header) {
+            size = exact
+        } else {
+            // Cut short by someone else: count the blocks that are whole.
+            let body = max(0, stored - Int64(header.length))
+            let full = body / Int64(BlockLayout.storedBlockSize)
+            let rest = body % Int64(BlockLayout.storedBlockSize)
+            size = full * Int64(BlockLayout.plaintextBlockSize) + max(0, rest - Int64(BlockLayout.overhead))
+        }
+        st.st_size = Int(size)
+        if header.isEncrypted { st.st_blocks = Int((size + 511) / 512) }
+    }
+
+    /// Finds `name` in `parent`, registers it (lookup count + 1) and returns its attributes.
+    func lookupEntry(parent: Inode, name: String) throws -> (Inode, stat) {
+        let fd = openat(parent.fd, name, mamfs_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FilesystemError.current() }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            let error = FilesystemError.current()
+            close(fd)
+            throw error
+        }
+        let inode = table.acquire(st, fd: fd)
+        do {
+            return (inode, try attributes(inode))
+        } catch {
+            table.forget(inode.nodeid, count: 1)
+            throw error
+        }
+    }
+
+    func entryParameters(_ inode: Inode, _ st: stat) -> fuse_entry_param {
+        var e = fuse_entry_param()
+        e.ino = inode.nodeid
+        e.generation = 0
+        e.attr = st
+        e.attr_timeout = options.attributeTimeout
+        e.entry_timeout = options.entryTimeout
+        return e
+    }
+
+    /// Gives a new object the caller's uid/gid (the daemon creates as root).
+    func chownToCaller(_ req: fuse_req_t?, dirFD: Int32, name: String) {
+        guard daemonUID == 0, let ctx = fuse_req_ctx(req)?.pointee, ctx.uid != 0 || ctx.gid != 0 else { return }
+        _ = fchownat(dirFD, name, ctx.uid, ctx.gid, AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// errno for a thrown error; authentication failures are logged with the path (never keys).
+    func errnoCode(_ error: Error, _ inode: Inode?) -> Int32 {
+        if let error = error as? FilesystemError { return error.code }
+        if let error = error as? MAMError {
+            if case .authenticationFailed = error {
+                let path = inode.flatMap { try? backingPath($0) } ?? "?"
+                log("\(path): \(error)")
+            }
+            return error.errno
+        }
+        return EIO
+    }
+
+    func log(_ message: String) {
+        mamfs_log_line("mamfs: \(message)\n")
+    }
+
+    /// A plaintext view of an open file: the entry's header and key, or, when the entry was
+    /// re-keyed to a replacement file after this handle was opened, the handle's own.
+    func content(_ handle: OpenFile) throws -> ProtectedFileContent {
+        if handle.backingKey == handle.inode.key {
+            let (header, key) = handle.inode.headerAndKey
+            return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key)
+        }
+        return try handle.detachedContent { header in try context.fileKey(for: header) }
+    }
+}
+
+/// Reusable raw buffers for read replies (no per-request allocation of up to 1 MiB).
+final class BufferPool: @unchecked Sendable {
+    let capacity: Int
+    private let mutex = Mutex()
+    private var free: [UnsafeMutableRawBufferPointer] = []
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func withBuffer<R>(_ size: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        if size > capacity {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
+            defer { buffer.deallocate() }
+            return try body(buffer)
+        }
+        let buffer = mutex.withLock { free.popLast() } ?? UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 64)
+        defer { mutex.withLock { free.append(buffer) } }
+        return try body(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<size]))
+    }
+}

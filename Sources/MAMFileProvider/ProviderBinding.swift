@@ -1,0 +1,87 @@
+import Foundation
+import MAMProtection
+
+/// What both providers share: the local root's layout and database, bound once to one domain
+/// (remote + account), with the checks that keep a sync from mistaking a vanished remote or a
+/// wiped account for deletions.
+final class ProviderBinding: @unchecked Sendable {
+    let layout: ProviderLayout
+    let domain: FileProviderDomain
+    let database: ProviderDatabase
+    let kind: ProviderKind
+
+    /// Opens (creating) the provider files in `localRoot` and binds them to `domain`.
+    /// - Throws: `.invalidArguments` when the root is already bound to another kind, account or
+    ///   remote; `.cannotCreateOutput`; SQLite errors.
+    init(localRoot: String, domain: FileProviderDomain, kind: ProviderKind) throws {
+        layout = ProviderLayout(root: localRoot)
+        self.domain = domain
+        self.kind = kind
+        database = try ProviderDatabase(layout: layout, create: true)
+        if let existing = try database.configuration() {
+            guard existing.kind == kind else {
+                throw MAMError.invalidArguments("\(layout.root) holds a \(existing.kind.rawValue) provider, not a \(kind.rawValue) one")
+            }
+            guard existing.accountId == domain.accountId else {
+                let shown = existing.accountId.isEmpty ? "the unmanaged identity" : existing.accountId
+                throw MAMError.invalidArguments("\(layout.root) belongs to \(shown)")
+            }
+            guard existing.remote == domain.remote.location else {
+                throw MAMError.invalidArguments("\(layout.root) is bound to the remote \(existing.remote), not \(domain.remote.location)")
+            }
+        } else {
+            try database.setConfiguration(ProviderConfiguration(kind: kind, remote: domain.remote.location, accountId: domain.accountId))
+        }
+        // Selective wipe walks known roots, so provided copies are found and removed with the account.
+        try? domain.context.state.addKnownRoot(layout.root, kind: .root,
+                                                accountId: domain.accountId.isEmpty ? nil : domain.accountId)
+    }
+
+    var remote: any RemoteStore { domain.remote }
+    var context: ProtectionContext { domain.context }
+    var accountId: String { domain.accountId }
+
+    /// Checks, before a pass acts on a remote listing, that the remote is the volume it was and
+    /// that the account was not wiped.
+    /// - Throws: `RemoteError.unreachable` for a different volume (an unmounted share showing
+    ///   its empty mount point would otherwise look like "everything was deleted");
+    ///   `MAMError.keyUnavailable` for a wiped account (its files were removed locally on
+    ///   purpose and must not be deleted from the remote).
+    func checkBeforePass() throws {
+        if context.isWiped(owner: accountId) {
+            throw MAMError.keyUnavailable("account \(accountId) was wiped; the provider at \(layout.root) does not sync any more")
+        }
+        let current = try remote.volumeIdentity()
+        let stored = try database.configuration()?.remoteVolume
+        if let stored, let current, stored != current {
+            throw RemoteError.unreachable("\(remote.location) is not the volume it was when first synced (unmounted or replaced?)")
+        }
+        if stored == nil, let current, var configuration = try database.configuration() {
+            configuration.remoteVolume = current
+            try database.setConfiguration(configuration)
+        }
+    }
+
+    /// The local path (relative) for each remote item, built from the remote tree: the local
+    /// tree mirrors the remote one. Items whose parent is unknown are left out.
+    static func localPaths(of items: [RemoteItem]) -> [ItemIdentifier: String] {
+        var paths: [ItemIdentifier: String] = [.rootContainer: ""]
+        var pending = items
+        var progress = true
+        while progress && !pending.isEmpty {
+            progress = false
+            var next: [RemoteItem] = []
+            for item in pending {
+                if let parent = paths[item.parentIdentifier] {
+                    paths[item.identifier] = parent.isEmpty ? item.filename : parent + "/" + item.filename
+                    progress = true
+                } else {
+                    next.append(item)
+                }
+            }
+            pending = next
+        }
+        paths[.rootContainer] = nil
+        return paths
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+import MAMProtection
+
+/// Names one item of a remote store (mirrors `NSFileProviderItemIdentifier`).
+///
+/// The value is opaque to the providers: each `RemoteStore` decides what it means (for
+/// `LocalDirectoryRemote` it is the path relative to the remote root). `rootContainer` names
+/// the root of every store.
+public struct ItemIdentifier: RawRepresentable, Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    /// The root container (mirrors `NSFileProviderItemIdentifier.rootContainer`).
+    public static let rootContainer = ItemIdentifier(rawValue: ".")
+
+    public var description: String { rawValue }
+    public static func < (a: ItemIdentifier, b: ItemIdentifier) -> Bool { a.rawValue < b.rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// What kind of node an item is (mirrors `NSFileProviderItem.contentType` reduced to what a
+/// POSIX tree has; other node kinds — fifos, sockets, devices — are not synced).
+public enum ItemType: String, Codable, Sendable {
+    case file
+    case directory
+    case symlink
+}
+
+/// The versions of an item (mirrors `NSFileProviderItemVersion`): `contentVersion` changes when
+/// the bytes change, `metadataVersion` when the name, place or attributes change. Opaque
+/// strings compared for equality only.
+public struct ItemVersion: Hashable, Codable, Sendable {
+    public var contentVersion: String
+    public var metadataVersion: String
+    public init(contentVersion: String, metadataVersion: String) {
+        self.contentVersion = contentVersion
+        self.metadataVersion = metadataVersion
+    }
+}
+
+/// One item as the remote store describes it. Plain bytes only: a remote never holds
+/// protected files, so it has no owner; the domain gives items their owner (`FileProviderItem`).
+public struct RemoteItem: Hashable, Sendable {
+    public var identifier: ItemIdentifier
+    public var parentIdentifier: ItemIdentifier
+    public var filename: String
+    public var type: ItemType
+    /// Size in bytes of the remote contents (0 for directories; the target length for symlinks).
+    public var size: Int64
+    public var version: ItemVersion
+    /// Permission bits (`st_mode & 0o7777`) when the store knows them, else nil.
+    public var mode: UInt32?
+    /// The link target, for symlinks.
+    public var symlinkTarget: String?
+
+    public init(identifier: ItemIdentifier, parentIdentifier: ItemIdentifier, filename: String, type: ItemType,
+                size: Int64, version: ItemVersion, mode: UInt32? = nil, symlinkTarget: String? = nil) {
+        self.identifier = identifier
+        self.parentIdentifier = parentIdentifier
+        self.filename = filename
+        self.type = type
+        self.size = size
+        self.version = version
+        self.mode = mode
+        self.symlinkTarget = symlinkTarget
+    }
+}
+
+/// What a new remote item is made of.
+public enum RemoteContents: Sendable {
+    /// A regular file with the (plain) bytes of the local file at the URL.
+    case file(URL)
+    /// An empty directory.
+    case directory
+    /// A symbolic link with this target.
+    case symlink(String)
+}
+
+/// Errors of a remote store. Every store maps its own failures to these, so the providers
+/// handle a WebDAV or S3 store exactly like the local-directory one.
+public enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The store cannot be reached (directory removed or unmounted, network down). Nothing
+    /// was changed; retry later.
+    case unreachable(String)
+    /// The store refuses writes (read-only mount, permissions, a read-only share).
+    case readOnly(String)
+    /// The item changed on the remote since `baseVersion` (or the name is taken): the
+    /// operation was not done. Carries the item and, when known, its current version.
+    case conflict(ItemIdentifier, current: ItemVersion?)
+    /// No such item (deleted or renamed on the remote).
+    case notFound(ItemIdentifier)
+    /// Any other failure with the errno or HTTP-like detail in the message.
+    case failed(String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let m): return "remote unreachable: \(m)"
+        case .readOnly(let m): return "remote is read-only: \(m)"
+        case .conflict(let id, _): return "remote item '\(id)' changed since the base version (conflict)"
+        case .notFound(let id): return "remote item '\(id)' not found"
+        case .failed(let m): return "remote error: \(m)"
+        }
+    }
+
+    /// The same condition as a `MAMError` (for the CLI's exit code and the mount's errno):
+    /// unreachable -> `.system(EHOSTUNREACH)` (exit 74), read-only -> `.system(EROFS)` (exit 73),
+    /// conflict -> `.system(EBUSY)` (exit 74), not found -> `.fileNotFound` (exit 66),
+    /// failed -> `.system(EIO)` (exit 74).
+    public var mamError: MAMError {
+        switch self {
+        case .unreachable: return .system(description, errno: EHOSTUNREACH)
+        case .readOnly: return .system(description, errno: EROFS)
+        case .conflict: return .system(description, errno: EBUSY)
+        case .notFound(let id): return .fileNotFound("remote item '\(id)'")
+        case .failed: return .system(description, errno: EIO)
+        }
+    }
+}
+
+/// A cloud store holding plain files, seen through versioned items.
+///
+/// Mirrors the server side an `NSFileProviderReplicatedExtension` talks to: enumerate with
+/// versions, fetch contents, create, modify with a base version, delete, move. Stores must
+/// be safe to call from several threads. Every method throws `RemoteError`; a store that
+/// cannot be reached throws `.unreachable` and changes nothing.
+///
+/// Identity: an `ItemIdentifier` may change when an item is moved (path-keyed stores such as
+/// `LocalDirectoryRemote`, WebDAV or S3) or stay the same (id-keyed stores). Providers never
+/// assume either: after a `move` they take the identifiers the store returns, re-read the
+/// moved subtree, and they recognise a rename done on the remote side by an item that
+/// disappeared and one that appeared with the same type and `contentVersion`.
+public protocol RemoteStore: Sendable {
+    /// A short description for messages and the provider configuration (e.g. the root path).
+    var location: String { get }
+
+    /// Identifies the storage behind the store (a volume or bucket), or nil when the store has
+    /// no such notion. Providers remember it and refuse to sync when it changes, so a remote
+    /// that was unmounted and shows an empty directory is never mistaken for "everything was
+    /// deleted".
+    func volumeIdentity() throws -> String?
+
+    /// The direct children of `container`, in no particular order.
+    /// - Throws: `.unreachable`, `.notFound(container)`.
+    func enumerate(container: ItemIdentifier) throws -> [RemoteItem]
+
+    /// One item.
+    /// - Throws: `.unreachable`, `.notFound`.
+    func item(_ identifier: ItemIdentifier) throws -> RemoteItem
+
+    /// Copies the bytes of a file item into `destination` (an existing local file the caller
+    /// created 0600, truncated and overwritten here).
+    /// - Returns: the item as it was when read (its version names the bytes written).
+    /// - Throws: `.unreachable`, `.notFound`, `.conflict` when the file kept changing while it
+    ///   was read, `.failed` for a directory or I/O errors.
+    func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem
+
+    /// Creates `name` in `parent`.
+    /// - Returns: the new item.
+    /// - Throws: `.conflict` when the name is taken, `.notFound(parent)`, `.readOnly`, `.unreachable`.
+    func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem
+
+    /// Replaces the bytes of a file item with those of `contentsURL`, only if its current
+    /// content version is `baseVersion`.
+    /// - Returns: the item with its new version.
+    /// - Throws: `.conflict` when the content version is no longer `baseVersion`,
+    ///   `.notFound`, `.readOnly`, `.unreachable`.
+    func modify(_ identifier: ItemIdentifier, baseVersion: String, contentsURL: URL) throws -> RemoteItem
+
+    /// Deletes an item (a directory only when empty), only if its current content version is
+    /// `baseVersion` (nil: whatever it is).
+    /// - Throws: `.conflict` (changed, or a directory that is not empty), `.notFound`,
+    ///   `.readOnly`, `.unreachable`.
+    func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws
+
+    /// Moves and/or renames an item. Metadata only: the contents are not re-sent.
+    /// - Returns: the item at its new place (its identifier may have changed, see the type).
+    /// - Throws: `.conflict` when the new name is taken, `.notFound`, `.readOnly`, `.unreachable`.
+    func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem
+}
+
+extension RemoteStore {
+    /// Every item below `container` (not `container` itself), parents before children.
+    /// - Throws: what `enumerate(container:)` throws; an item that disappears while the tree is
+    ///   walked is skipped.
+    public func enumerateTree(from container: ItemIdentifier = .rootContainer) throws -> [RemoteItem] {
+        var result: [RemoteItem] = []
+        var pending = [container]
+        while let next = pending.popLast() {
+            let children: [RemoteItem]
+            do {
+                children = try enumerate(container: next)
+            } catch RemoteError.notFound(let id) where id != container {
+                continue
+            }
+            for child in children.sorted(by: { $0.filename < $1.filename }) {
+                result.append(child)
+                if child.type == .directory { pending.append(child.identifier) }
+            }
+        }
+        return result
+    }
+}

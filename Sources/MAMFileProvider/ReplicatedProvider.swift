@@ -1,0 +1,59 @@
+import CSystem
+import Foundation
+import MAMProtection
+
+/// A file provider with `NSFileProviderReplicatedExtension` semantics: a full local replica
+/// of the remote tree, kept in sync with versions recorded in the item database
+/// (`ROOT/.mamfs-provider/provider.db`: items with their remote versions and the local stat
+/// they were reconciled with, and the sync anchor).
+///
+/// One `syncOnce` is one pass in both directions (see `ReplicatedSyncPass` for the order and
+/// the decision table). Remote contents enter the replica through `fetchContents` (the
+/// provided copy, encrypted for the domain's account when its policy says so, moved in
+/// atomically); local contents leave through `createItem`/`modifyItem` (plain copy after the
+/// receive check). Local renames and moves are metadata changes (`RemoteStore.move`), found by
+/// inode, never re-uploads. When both sides changed, both are kept. Every item belongs to the
+/// domain's account.
+///
+/// Safety: a pass whose remote listing fails changes nothing locally; a remote that turns
+/// unreachable mid-pass stops the pass (what was done stays done and recorded, the rest is
+/// retried next pass); a wiped account or a remote on another volume is refused before
+/// anything is compared, so neither can turn into mass deletions.
+///
+/// Thread-safe: passes are serialized.
+public final class ReplicatedProvider: Sendable {
+    let binding: ProviderBinding
+    private let passLock = NSLock()
+
+    /// The domain (remote + account).
+    public var domain: FileProviderDomain { binding.domain }
+    /// The replica root.
+    public var layout: ProviderLayout { binding.layout }
+
+    /// Opens the replica at `replicaRoot` (created if missing) for `domain`.
+    /// - Throws: `.invalidArguments` when the root belongs to another kind, account or remote;
+    ///   `.cannotCreateOutput`.
+    public init(replicaRoot: String, domain: FileProviderDomain) throws {
+        binding = try ProviderBinding(localRoot: replicaRoot, domain: domain, kind: .replicated)
+    }
+
+    /// Runs one sync pass: remote changes into the replica, local changes to the remote.
+    /// - Parameter progress: called after each item handled.
+    /// - Returns: the report. Problems are in `report.errors` (path + message + errno), never
+    ///   thrown: an unreachable or read-only remote, a refused upload (`EACCES`), a conflict
+    ///   that could not be resolved. `report.complete` is false when the pass stopped early.
+    @discardableResult
+    public func syncOnce(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
+        passLock.lock()
+        defer { passLock.unlock() }
+        let pass = ReplicatedSyncPass(binding: binding, progress: progress)
+        return pass.run()
+    }
+
+    /// The status of a path in the replica (see `ProviderItemStatus`).
+    /// - Throws: `.fileNotFound`, `.invalidArguments` (outside the replica).
+    public func status(localPath: String) throws -> ProviderItemStatus {
+        try ProviderItemStatus.replicated(localPath: localPath, layout: layout, database: binding.database,
+                                          accountId: binding.accountId)
+    }
+}

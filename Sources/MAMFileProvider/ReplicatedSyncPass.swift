@@ -1,0 +1,565 @@
+import CSystem
+import Foundation
+import MAMProtection
+
+/// One sync pass of the replicated provider.
+///
+/// Order (each step records its result in the item database at once, so a pass cut short
+/// leaves a consistent state for the next one):
+/// 1. list the remote (failure: stop, nothing touched) and scan the replica;
+/// 2. local moves and renames -> `RemoteStore.move` (an item's recorded inode found at another
+///    path); a moved directory's descendants are re-keyed from a listing of its new place;
+/// 3. remote renames -> local renames (an item gone from the remote and one new on it with the
+///    same type and contentVersion);
+/// 4. each known item, deepest first, by (local state, remote state):
+///
+///    | local \ remote | unchanged         | changed              | deleted                 |
+///    |----------------|-------------------|----------------------|-------------------------|
+///    | unchanged      | —                 | fetchContents        | delete locally          |
+///    | changed        | modifyItem        | conflict: keep both  | createItem (kept)       |
+///    | deleted        | deleteItem        | fetch again (kept)   | forget                  |
+///
+///    (a directory is "changed" on neither side; deleting one that is not empty keeps it);
+/// 5. new remote items -> fetched (a new local item with the same name is kept under a
+///    conflict name and uploaded in step 6);
+/// 6. new local items -> createItem (directories first).
+final class ReplicatedSyncPass {
+    private struct LocalEntry {
+        var type: ItemType
+        var stamp: LocalStamp
+    }
+
+    /// Thrown to stop a pass (the remote became unreachable); the issue is already reported.
+    private struct Stop: Error {}
+
+    private let binding: ProviderBinding
+    private let progress: ((SyncProgress) -> Void)?
+    private var report = SyncReport()
+    private var rows: [ItemIdentifier: ItemRecord] = [:]
+    private var pathIndex: [String: ItemIdentifier] = [:]
+    private var remote: [ItemIdentifier: RemoteItem] = [:]
+    private var remotePaths: [ItemIdentifier: String] = [:]
+    private var local: [String: LocalEntry] = [:]
+    private var done = 0
+    private var total = 0
+
+    init(binding: ProviderBinding, progress: ((SyncProgress) -> Void)?) {
+        self.binding = binding
+        self.progress = progress
+    }
+
+    private var layout: ProviderLayout { binding.layout }
+    private var store: any RemoteStore { binding.remote }
+    private var database: ProviderDatabase { binding.database }
+    private var owner: String { binding.accountId }
+
+    func run() -> SyncReport {
+        do {
+            try binding.checkBeforePass()
+            for row in try database.allItems() { setRow(row, replacing: nil) }
+            try loadRemote()
+        } catch {
+            report.errors.append(SyncIssue(path: "", error: error))
+            report.complete = false
+            report.anchor = (try? database.anchor()) ?? 0
+            return report
+        }
+        scanLocal("")
+        total = rows.count + max(0, remote.count - rows.count) + max(0, local.count - rows.count)
+        do {
+            if try pushLocalMoves() { try attemptStep("") { try loadRemote() } }
+            applyRemoteRenames()
+            try reconcileKnownItems()
+            try fetchNewRemoteItems()
+            try uploadNewLocalItems()
+        } catch {
+            report.complete = false
+        }
+        if report.complete { try? database.advanceAnchor() }
+        report.anchor = (try? database.anchor()) ?? 0
+        return report
+    }
+
+    // MARK: State
+
+    private func setRow(_ row: ItemRecord, replacing old: ItemIdentifier?) {
+        if let old, let previous = rows.removeValue(forKey: old), pathIndex[previous.localPath] == old {
+            pathIndex[previous.localPath] = nil
+        }
+        if let previous = rows[row.identifier], pathIndex[previous.localPath] == row.identifier {
+            pathIndex[previous.localPath] = nil
+        }
+        rows[row.identifier] = row
+        pathIndex[row.localPath] = row.identifier
+    }
+
+    private func save(_ row: ItemRecord, replacing old: ItemIdentifier? = nil) throws {
+        try database.database.transaction {
+            if let old, old != row.identifier { try database.remove(old) }
+            try database.upsert(row)
+        }
+        setRow(row, replacing: old)
+    }
+
+    private func forget(_ id: ItemIdentifier) throws {
+        try database.remove(id)
+        if let row = rows.removeValue(forKey: id), pathIndex[row.localPath] == id { pathIndex[row.localPath] = nil }
+    }
+
+    private func loadRemote() throws {
+        let items = try store.enumerateTree()
+        remote = Dictionary(items.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
+        remotePaths = ProviderBinding.localPaths(of: items)
+    }
+
+    private func scanLocal(_ relative: String) {
+        let path = layout.absolutePath(relative)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+        for name in names {
+            if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
+            if FileSystem.isTemporaryName(name) { continue }
+            let child = relative.isEmpty ? name : relative + "/" + name
+            guard let st = FileSystem.lstatPath(layout.absolutePath(child)), let type = FileSystem.itemType(st) else { continue }
+            local[child] = LocalEntry(type: type, stamp: LocalStamp(st))
+            if type == .directory { scanLocal(child) }
+        }
+    }
+
+    private func localEntry(_ relative: String) -> LocalEntry? {
+        guard let st = FileSystem.lstatPath(layout.absolutePath(relative)), let type = FileSystem.itemType(st) else { return nil }
+        return LocalEntry(type: type, stamp: LocalStamp(st))
+    }
+
+    /// Moves the local map entries of `from` (and below it) to `to`.
+    private func moveLocalEntries(from: String, to: String) {
+        for key in local.keys where key == from || key.hasPrefix(from + "/") {
+            local[to + key.dropFirst(from.count)] = local.removeValue(forKey: key)
+        }
+    }
+
+    private func tick(_ path: String) {
+        done += 1
+        progress?(SyncProgress(done: done, total: max(total, done), path: path))
+    }
+
+    /// Runs one item's step; problems are reported against `path`. An unreachable remote stops
+    /// the pass; a refusal by policy is counted in `refused`.
+    private func attemptStep(_ path: String, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as RemoteError {
+            report.errors.append(SyncIssue(path: path, error: error))
+            if case .unreachable = error { throw Stop() }
+        } catch let error as MAMError {
+            if case .policyDenied = error { report.refused += 1 }
+            report.errors.append(SyncIssue(path: path, error: error))
+        } catch {
+            report.errors.append(SyncIssue(path: path, error: error))
+        }
+    }
+
+    // MARK: Step 2: local moves
+
+    /// - Returns: true when something was moved on the remote (the listing is then re-read).
+    private func pushLocalMoves() throws -> Bool {
+        var byInode: [UInt64: String] = [:]
+        for (path, entry) in local where pathIndex[path] == nil && entry.type != .symlink {
+            byInode[entry.stamp.inode] = path
+        }
+        var candidates: [(inode: UInt64, to: String)] = []
+        for row in rows.values where row.type != .symlink {
+            guard local[row.localPath]?.type != row.type, remote[row.identifier] != nil,
+                  let to = byInode[row.local.inode], local[to]?.type == row.type else { continue }
+            candidates.append((row.local.inode, to))
+        }
+        var moved = false
+        for candidate in candidates.sorted(by: { FileSystem.depth($0.to) < FileSystem.depth($1.to) }) {
+            guard let row = rows.values.first(where: { $0.local.inode == candidate.inode && $0.type == local[candidate.to]?.type }),
+                  row.localPath != candidate.to else { continue }
+            try attemptStep(candidate.to) {
+                let parent = try remoteDirectory(forLocal: FileSystem.parentPath(candidate.to))
+                let item = try store.move(row.identifier, toParent: parent, newName: FileSystem.lastComponent(candidate.to))
+                var updated = row
+                updated.identifier = item.identifier
+                updated.parent = item.parentIdentifier
+                updated.filename = item.filename
+                updated.version.metadataVersion = item.version.metadataVersion
+                updated.localPath = candidate.to
+                try save(updated, replacing: row.identifier)
+                if row.type == .directory {
+                    try rekeyDescendants(oldLocal: row.localPath, newLocal: candidate.to, directory: item.identifier)
+                }
+                report.movedRemotely += 1
+                moved = true
+            }
+            tick(candidate.to)
+        }
+        return moved
+    }
+
+    /// After a directory moved on the remote, gives the rows below it their new identifiers
+    /// (read from the remote) and local paths.
+    private func rekeyDescendants(oldLocal: String, newLocal: String, directory: ItemIdentifier) throws {
+        let subtree = try store.enumerateTree(from: directory)
+        var relative: [ItemIdentifier: String] = [directory: ""]
+        var byRelative: [String: RemoteItem] = [:]
+        for item in subtree {
+            guard let parent = relative[item.parentIdentifier] else { continue }
+            let path = parent.isEmpty ? item.filename : parent + "/" + item.filename
+            relative[item.identifier] = path
+            byRelative[path] = item
+        }
+        for row in rows.values where row.localPath.hasPrefix(oldLocal + "/") {
+            let suffix = String(row.localPath.dropFirst(oldLocal.count + 1))
+            var updated = row
+            updated.localPath = newLocal + "/" + suffix
+            if let item = byRelative[suffix] {
+                updated.identifier = item.identifier
+                updated.parent = item.parentIdentifier
+                updated.version.metadataVersion = item.version.metadataVersion
+            }
+            try save(updated, replacing: row.identifier)
+        }
+    }
+
+    /// The remote identifier of a local directory: its row, or (for a directory not uploaded
+    /// yet) a new remote directory, made with its missing parents.
+    private func remoteDirectory(forLocal relative: String) throws -> ItemIdentifier {
+        if relative.isEmpty { return .rootContainer }
+        if let id = pathIndex[relative], rows[id]?.type == .directory { return id }
+        let parent = try remoteDirectory(forLocal: FileSystem.parentPath(relative))
+        let name = FileSystem.lastComponent(relative)
+        let item: RemoteItem
+        do {
+            item = try store.create(parent: parent, name: name, contents: .directory)
+            report.created += 1
+        } catch RemoteError.conflict(let existing, _) {
+            item = try store.item(existing)
+            guard item.type == .directory else { throw RemoteError.conflict(existing, current: item.version) }
+        }
+        let stamp = localEntry(relative)?.stamp ?? LocalStamp(inode: 0, size: 0, mtime: 0)
+        try save(record(for: item, localPath: relative, stamp: stamp))
+        return item.identifier
+    }
+
+    private func record(for item: RemoteItem, localPath: String, stamp: LocalStamp) -> ItemRecord {
+        ItemRecord(identifier: item.identifier, parent: item.parentIdentifier, filename: item.filename, type: item.type,
+                   size: item.size, version: item.version, owner: owner, localPath: localPath, local: stamp)
+    }
+
+    // MARK: Step 3: remote renames
+
+    private func applyRemoteRenames() {
+        var appeared: [String: [RemoteItem]] = [:]
+        for item in remote.values where rows[item.identifier] == nil {
+            appeared["\(item.type.rawValue)|\(item.version.contentVersion)", default: []].append(item)
+        }
+        guard !appeared.isEmpty else { return }
+        let missing = rows.values.filter { remote[$0.identifier] == nil }
+            .sorted { FileSystem.depth($0.localPath) < FileSystem.depth($1.localPath) }
+        for original in missing {
+            guard let row = rows.values.first(where: { $0.identifier == original.identifier }) ?? rows[original.identifier] else { continue }
+            let key = "\(row.type.rawValue)|\(row.version.contentVersion)"
+            guard var options = appeared[key], !options.isEmpty else { continue }
+            let index = options.firstIndex(where: { $0.filename == row.filename }) ?? 0
+            let item = options.remove(at: index)
+            appeared[key] = options
+            guard let target = remotePaths[item.identifier] else { continue }
+            if row.localPath != target {
+                guard local[target] == nil else { continue }
+                if let entry = local[row.localPath], entry.type == row.type {
+                    let from = layout.absolutePath(row.localPath)
+                    let to = layout.absolutePath(target)
+                    do {
+                        try FileSystem.makeDirectories((to as NSString).deletingLastPathComponent)
+                        guard mamfs_renameat2(AT_FDCWD, from, AT_FDCWD, to, mamfs_RENAME_NOREPLACE) == 0 else {
+                            throw MAMError.fromErrno("rename \(row.localPath) to \(target)")
+                        }
+                    } catch {
+                        report.errors.append(SyncIssue(path: row.localPath, error: error))
+                        continue
+                    }
+                    moveLocalEntries(from: row.localPath, to: target)
+                    report.movedLocally += 1
+                }
+            }
+            var updated = row
+            updated.identifier = item.identifier
+            updated.parent = item.parentIdentifier
+            updated.filename = item.filename
+            updated.version.metadataVersion = item.version.metadataVersion
+            updated.localPath = target
+            do {
+                try save(updated, replacing: row.identifier)
+                if row.type == .directory && row.localPath != target {
+                    for child in rows.values where child.localPath.hasPrefix(row.localPath + "/") {
+                        var moved = child
+                        moved.localPath = target + child.localPath.dropFirst(row.localPath.count)
+                        try save(moved)
+                    }
+                }
+            } catch {
+                report.errors.append(SyncIssue(path: target, error: error))
+            }
+            tick(target)
+        }
+    }
+
+    // MARK: Step 4: known items
+
+    private func reconcileKnownItems() throws {
+        let ordered = rows.values.sorted { FileSystem.depth($0.localPath) > FileSystem.depth($1.localPath) }.map(\.identifier)
+        for id in ordered {
+            guard let row = rows[id] else { continue }
+            try attemptStep(row.localPath) { try reconcile(row) }
+            tick(row.localPath)
+        }
+    }
+
+    private func reconcile(_ row: ItemRecord) throws {
+        let entry = local[row.localPath].flatMap { $0.type == row.type ? $0 : nil }
+        let item = remote[row.identifier].flatMap { $0.type == row.type ? $0 : nil }
+        let localChanged = row.type != .directory && entry.map { $0.stamp != row.local } ?? false
+        let remoteChanged = row.type != .directory && item.map { $0.version.contentVersion != row.version.contentVersion } ?? false
+        switch (entry, item) {
+        case (.some, .some(let item)):
+            switch (localChanged, remoteChanged) {
+            case (false, false):
+                if item.version.metadataVersion != row.version.metadataVersion {
+                    var updated = row
+                    updated.version.metadataVersion = item.version.metadataVersion
+                    try save(updated)
+                }
+            case (false, true):
+                try save(try fetchContents(item, into: row.localPath, expecting: row.local), replacing: row.identifier)
+                report.fetched += 1
+            case (true, false):
+                try modifyItem(row, remote: item)
+            case (true, true):
+                try keepBoth(row, remote: item)
+            }
+        case (.some, .none):
+            if localChanged {
+                // Deleted remotely, changed locally: the local changes are kept and uploaded anew.
+                try forget(row.identifier)
+                try createItem(localPath: row.localPath)
+            } else {
+                try deleteLocally(row)
+            }
+        case (.none, .some(let item)):
+            if remoteChanged {
+                // Deleted locally, changed remotely: the remote changes win; step 5 fetches it again.
+                try forget(row.identifier)
+            } else {
+                try deleteItem(row, remote: item)
+            }
+        case (.none, .none):
+            try forget(row.identifier)
+        }
+    }
+
+    private func deleteLocally(_ row: ItemRecord) throws {
+        let path = layout.absolutePath(row.localPath)
+        if row.type == .directory {
+            if rmdir(path) != 0 {
+                // Not empty: holds local items the remote does not have; they are uploaded anew.
+                try forget(row.identifier)
+                return
+            }
+        } else {
+            guard let now = localEntry(row.localPath), now.stamp == row.local else {
+                throw MAMError.system("\(row.localPath) changed during the sync; kept", errno: EAGAIN)
+            }
+            guard unlink(path) == 0 else { throw MAMError.fromErrno("remove \(row.localPath)") }
+        }
+        local[row.localPath] = nil
+        try forget(row.identifier)
+        report.deletedLocally += 1
+    }
+
+    /// Mirrors `deleteItemWithIdentifier:baseVersion:`: deletes the remote item if it is still
+    /// at the version the replica had; otherwise the remote wins and the item is fetched again.
+    private func deleteItem(_ row: ItemRecord, remote item: RemoteItem) throws {
+        do {
+            try store.delete(row.identifier, baseVersion: row.type == .directory ? nil : row.version.contentVersion)
+            remote[row.identifier] = nil
+            try forget(row.identifier)
+            report.deletedRemotely += 1
+        } catch RemoteError.conflict {
+            // Changed remotely, or a directory that gained items: keep the remote; step 5 fetches it.
+            try forget(row.identifier)
+        }
+    }
+
+    // MARK: Contents
+
+    /// Mirrors `fetchContentsForItemWithIdentifier:version:`: downloads the item into a temp
+    /// file, makes the provided copy (`ProviderRules.writeProvidedCopy`: encrypted for the
+    /// domain's account exactly when its policy says `shouldFileProviderEncryptFiles`) and
+    /// moves it into the replica at `relative` atomically — only while the local file is still
+    /// what was last synced (`expecting`), or absent (`expecting == nil`).
+    private func fetchContents(_ item: RemoteItem, into relative: String, expecting: LocalStamp?) throws -> ItemRecord {
+        let path = layout.absolutePath(relative)
+        let current = localEntry(relative)
+        if let expecting {
+            guard current?.stamp == expecting else {
+                throw MAMError.system("\(relative) changed during the sync; retried next pass", errno: EAGAIN)
+            }
+        } else if current != nil {
+            throw MAMError.cannotCreateOutput("\(relative) appeared during the sync; retried next pass")
+        }
+        let temp = try layout.makeTemporaryFile(name: item.filename)
+        var fetched = item
+        switch item.type {
+        case .directory:
+            guard mkdir(path, mode_t(item.mode ?? 0o755) & 0o777 | 0o700) == 0 else { throw MAMError.fromErrno("mkdir \(relative)") }
+        case .symlink:
+            unlink(temp.path)
+            guard symlink(item.symlinkTarget ?? "", temp.path) == 0 else { throw MAMError.fromErrno("symlink \(relative)") }
+            try temp.move(to: path)
+        case .file:
+            let download = try layout.makeTemporaryFile(name: item.filename)
+            fetched = try store.readContents(of: item.identifier, into: download.url)
+            try ProviderRules.writeProvidedCopy(plainFile: download.path, owner: owner, destination: temp.path,
+                                                context: binding.context)
+            chmod(temp.path, mode_t(fetched.mode ?? 0o644) & 0o777)
+            if let expecting {
+                guard localEntry(relative)?.stamp == expecting else {
+                    throw MAMError.system("\(relative) changed during the sync; retried next pass", errno: EAGAIN)
+                }
+                try temp.move(to: path)
+            } else {
+                guard mamfs_renameat2(AT_FDCWD, temp.path, AT_FDCWD, path, mamfs_RENAME_NOREPLACE) == 0 else {
+                    throw MAMError.fromErrno("create \(relative)")
+                }
+                temp.release()
+                FileSystem.syncDirectory((path as NSString).deletingLastPathComponent)
+            }
+        }
+        guard let entry = localEntry(relative) else { throw MAMError.fileNotFound(relative) }
+        local[relative] = entry
+        return record(for: fetched, localPath: relative, stamp: entry.stamp)
+    }
+
+    /// The plain bytes of a local file for upload (receive check + decryption to a copy), with
+    /// the local stat taken just before the copy so later changes are seen as changes.
+    private func plainContents(_ relative: String) throws -> (copy: TemporaryFile, stamp: LocalStamp) {
+        guard let before = localEntry(relative) else { throw MAMError.fileNotFound(relative) }
+        let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: layout.absolutePath(relative), receiver: owner,
+                                                             layout: layout, context: binding.context)
+        return (copy, before.stamp)
+    }
+
+    /// Mirrors `modifyItem:baseVersion:changedFields:contents:` for changed contents: the plain
+    /// copy replaces the remote contents if the remote is still at the replica's base version.
+    private func modifyItem(_ row: ItemRecord, remote item: RemoteItem) throws {
+        var updated = row
+        if row.type == .symlink {
+            let path = layout.absolutePath(row.localPath)
+            guard let target = FileSystem.readLink(path), let entry = localEntry(row.localPath) else { return }
+            try store.delete(row.identifier, baseVersion: row.version.contentVersion)
+            let created = try store.create(parent: row.parent, name: row.filename, contents: .symlink(target))
+            updated = record(for: created, localPath: row.localPath, stamp: entry.stamp)
+            try save(updated, replacing: row.identifier)
+            report.modified += 1
+            return
+        }
+        let (copy, stamp) = try plainContents(row.localPath)
+        do {
+            let result = try store.modify(row.identifier, baseVersion: row.version.contentVersion, contentsURL: copy.url)
+            updated = record(for: result, localPath: row.localPath, stamp: stamp)
+            try save(updated, replacing: row.identifier)
+            report.modified += 1
+        } catch RemoteError.conflict {
+            guard let latest = try? store.item(row.identifier) else { throw RemoteError.notFound(row.identifier) }
+            try keepBoth(row, remote: latest)
+        }
+    }
+
+    /// Both sides changed: the local file is renamed to `name (conflict HOST DATE).ext` (and
+    /// uploaded as a new item in step 6), the remote version is fetched under the original name.
+    private func keepBoth(_ row: ItemRecord, remote item: RemoteItem) throws {
+        let parent = FileSystem.parentPath(row.localPath)
+        let remoteSiblings = Set(remotePaths.values.filter { FileSystem.parentPath($0) == parent }.map(FileSystem.lastComponent))
+        let name = ConflictName.make(for: row.filename) { candidate in
+            let relative = parent.isEmpty ? candidate : parent + "/" + candidate
+            return remoteSiblings.contains(candidate) || local[relative] != nil || localEntry(relative) != nil
+        }
+        let conflictRelative = parent.isEmpty ? name : parent + "/" + name
+        guard mamfs_renameat2(AT_FDCWD, layout.absolutePath(row.localPath), AT_FDCWD,
+                              layout.absolutePath(conflictRelative), mamfs_RENAME_NOREPLACE) == 0 else {
+            throw MAMError.fromErrno("rename \(row.localPath) to its conflict name")
+        }
+        moveLocalEntries(from: row.localPath, to: conflictRelative)
+        report.conflicts += 1
+        try save(try fetchContents(item, into: row.localPath, expecting: nil), replacing: row.identifier)
+        report.fetched += 1
+    }
+
+    /// Mirrors `createItemBasedOnTemplate:fields:contents:`: a new local item goes up as a new
+    /// remote item; a file as its plain copy (receive check + decryption first).
+    private func createItem(localPath relative: String) throws {
+        guard let entry = localEntry(relative) else { return }
+        let parent = try remoteDirectory(forLocal: FileSystem.parentPath(relative))
+        let name = FileSystem.lastComponent(relative)
+        let item: RemoteItem
+        var stamp = entry.stamp
+        switch entry.type {
+        case .directory:
+            _ = try remoteDirectory(forLocal: relative)
+            return
+        case .symlink:
+            item = try store.create(parent: parent, name: name, contents: .symlink(FileSystem.readLink(layout.absolutePath(relative)) ?? ""))
+        case .file:
+            let (copy, before) = try plainContents(relative)
+            stamp = before
+            item = try store.create(parent: parent, name: name, contents: .file(copy.url))
+        }
+        try save(record(for: item, localPath: relative, stamp: stamp))
+        report.created += 1
+    }
+
+    // MARK: Steps 5 and 6: new items
+
+    private func fetchNewRemoteItems() throws {
+        let fresh = remote.values.filter { rows[$0.identifier] == nil && remotePaths[$0.identifier] != nil }
+            .sorted { FileSystem.depth(remotePaths[$0.identifier] ?? "") < FileSystem.depth(remotePaths[$1.identifier] ?? "") }
+        for item in fresh {
+            guard let relative = remotePaths[item.identifier] else { continue }
+            try attemptStep(relative) {
+                if pathIndex[relative] == nil, let existing = local[relative] {
+                    if existing.type == .directory && item.type == .directory {
+                        try save(record(for: item, localPath: relative, stamp: existing.stamp))
+                        return
+                    }
+                    // A new local item with the same name: kept under a conflict name, uploaded in step 6.
+                    let parent = FileSystem.parentPath(relative)
+                    let name = ConflictName.make(for: item.filename) { candidate in
+                        let path = parent.isEmpty ? candidate : parent + "/" + candidate
+                        return local[path] != nil || localEntry(path) != nil || remotePaths.values.contains(path)
+                    }
+                    let conflictRelative = parent.isEmpty ? name : parent + "/" + name
+                    guard mamfs_renameat2(AT_FDCWD, layout.absolutePath(relative), AT_FDCWD,
+                                          layout.absolutePath(conflictRelative), mamfs_RENAME_NOREPLACE) == 0 else {
+                        throw MAMError.fromErrno("rename \(relative) to its conflict name")
+                    }
+                    moveLocalEntries(from: relative, to: conflictRelative)
+                    report.conflicts += 1
+                }
+                try save(try fetchContents(item, into: relative, expecting: nil))
+                report.fetched += 1
+            }
+            tick(relative)
+        }
+    }
+
+    private func uploadNewLocalItems() throws {
+        let fresh = local.keys.filter { pathIndex[$0] == nil }.sorted { FileSystem.depth($0) < FileSystem.depth($1) }
+        for relative in fresh where pathIndex[relative] == nil {
+            let parent = FileSystem.parentPath(relative)
+            if !parent.isEmpty && pathIndex[parent] == nil { continue }
+            try attemptStep(relative) { try createItem(localPath: relative) }
+            tick(relative)
+        }
+    }
+}

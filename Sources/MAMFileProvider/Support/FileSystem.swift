@@ -1,0 +1,188 @@
+import CSystem
+import Foundation
+import MAMProtection
+
+/// Small POSIX helpers shared by the remote store and the providers: stat, byte copies,
+/// extended attributes, directory fsync. Failures come back as errno values or `MAMError`.
+enum FileSystem {
+    /// `lstat`, or nil with `errno` set.
+    static func lstatPath(_ path: String) -> stat? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? st : nil
+    }
+
+    static func isDirectory(_ st: stat) -> Bool { (st.st_mode & S_IFMT) == S_IFDIR }
+    static func isRegular(_ st: stat) -> Bool { (st.st_mode & S_IFMT) == S_IFREG }
+    static func isSymlink(_ st: stat) -> Bool { (st.st_mode & S_IFMT) == S_IFLNK }
+
+    /// Modification time in nanoseconds since the epoch.
+    static func mtimeNanoseconds(_ st: stat) -> Int64 {
+        Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+    }
+
+    /// The node type of a stat result, nil for fifos, sockets and devices.
+    static func itemType(_ st: stat) -> ItemType? {
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return .file
+        case S_IFDIR: return .directory
+        case S_IFLNK: return .symlink
+        default: return nil
+        }
+    }
+
+    /// The target of the symlink at `path`, nil on error.
+    static func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink(path, &buffer, buffer.count - 1)
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Copies every byte of `source` (from offset `from`) to `destination` (at offset `at`),
+    /// then truncates `destination` to end there.
+    /// - Returns: bytes copied.
+    /// - Throws: `MAMError.system` with the failing errno.
+    @discardableResult
+    static func copyBytes(from source: Int32, offset from: Int64 = 0, to destination: Int32, at start: Int64 = 0) throws -> Int64 {
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        guard let base = buffer.baseAddress else { return 0 }
+        var readOffset = from
+        var written: Int64 = 0
+        while true {
+            let n = pread(source, base, size, off_t(readOffset))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw MAMError.fromErrno("read")
+            }
+            if n == 0 { break }
+            var done = 0
+            while done < n {
+                let w = pwrite(destination, base + done, n - done, off_t(start + written + Int64(done)))
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    throw MAMError.fromErrno("write")
+                }
+                done += w
+            }
+            readOffset += Int64(n)
+            written += Int64(n)
+        }
+        guard ftruncate(destination, off_t(start + written)) == 0 else { throw MAMError.fromErrno("truncate") }
+        return written
+    }
+
+    /// True when the file at `path` starts with the protected-file magic.
+    static func startsWithMagic(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return startsWithMagic(fd: fd)
+    }
+
+    /// True when the open file starts with the protected-file magic.
+    static func startsWithMagic(fd: Int32) -> Bool {
+        var prefix = [UInt8](repeating: 0, count: ProtectedFileHeader.magic.count)
+        let n = prefix.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n == prefix.count else { return false }
+        return prefix == ProtectedFileHeader.magic
+    }
+
+    /// fsyncs the directory at `path` (makes a rename in it durable). Errors are ignored:
+    /// some filesystems cannot fsync directories.
+    static func syncDirectory(_ path: String) {
+        let fd = open(path.isEmpty ? "." : path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 { _ = fsync(fd); close(fd) }
+    }
+
+    /// A 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
+    /// - Returns: the open descriptor (read-write) and the path.
+    static func makeTemporaryFile(in directory: String, name: String) -> (fd: Int32, path: String)? {
+        let base = name.isEmpty ? "item" : String(name.prefix(80))
+        var template = Array((directory + "/.\(base).mamfs-tmp-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            guard let address = buffer.baseAddress else { return -1 }
+            return mamfs_mkostemp(address)
+        }
+        guard fd >= 0 else { return nil }
+        fchmod(fd, 0o600)
+        let path = template.withUnsafeBufferPointer { buffer in
+            String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        return (fd, path)
+    }
+
+    /// True for the names of temp files made by mamfs (skipped when trees are walked).
+    static func isTemporaryName(_ name: String) -> Bool {
+        name.hasPrefix(".") && name.contains(".mamfs-tmp-")
+    }
+
+    // MARK: Extended attributes
+
+    static func getAttribute(_ path: String, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, $0.count) }
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+
+    static func setAttribute(_ path: String, _ name: String, _ value: String) throws {
+        let bytes = Array(value.utf8)
+        let rc = bytes.withUnsafeBytes { lsetxattr(path, name, $0.baseAddress, $0.count, 0) }
+        guard rc == 0 else { throw MAMError.fromErrno("set \(name) on \(path)") }
+    }
+
+    static func setAttribute(fd: Int32, _ name: String, _ value: String) throws {
+        let bytes = Array(value.utf8)
+        let rc = bytes.withUnsafeBytes { fsetxattr(fd, name, $0.baseAddress, $0.count, 0) }
+        guard rc == 0 else { throw MAMError.fromErrno("set \(name)") }
+    }
+
+    static func removeAttribute(_ path: String, _ name: String) {
+        _ = lremovexattr(path, name)
+    }
+
+    /// Creates `path` and its missing parents as directories (0755).
+    static func makeDirectories(_ path: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw MAMError.cannotCreateOutput("cannot create directory \(path)")
+        }
+    }
+
+    /// Joins a root and a relative path ("" or "." = the root).
+    static func join(_ root: String, _ relative: String) -> String {
+        if relative.isEmpty || relative == "." { return root }
+        return root + "/" + relative
+    }
+
+    /// `a/b/c` -> `a/b`; `c` -> "".
+    static func parentPath(_ relative: String) -> String {
+        guard let slash = relative.lastIndex(of: "/") else { return "" }
+        return String(relative[..<slash])
+    }
+
+    /// `a/b/c` -> `c`.
+    static func lastComponent(_ relative: String) -> String {
+        guard let slash = relative.lastIndex(of: "/") else { return relative }
+        return String(relative[relative.index(after: slash)...])
+    }
+
+    /// Number of components (depth) of a relative path.
+    static func depth(_ relative: String) -> Int {
+        relative.isEmpty ? 0 : relative.split(separator: "/").count
+    }
+
+    /// 64-bit FNV-1a of the UTF-8 bytes, as 16 hex digits (not cryptographic: a version tag).
+    static func fnv1a(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

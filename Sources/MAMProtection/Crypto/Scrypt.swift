@@ -1,0 +1,34 @@
+import COpenSSL
+import Foundation
+
+/// Passphrase-based key derivation with scrypt (OpenSSL `EVP_PBE_scrypt`).
+public struct ScryptParameters: Equatable, Sendable, Codable {
+    /// CPU/memory cost (power of two).
+    public var n: UInt64
+    public var r: UInt64
+    public var p: UInt64
+    /// Random salt, 32 bytes.
+    public var salt: [UInt8]
+
+    /// Defaults for a new state directory: N=2^16, r=8, p=1 (64 MiB, ~0.2 s here).
+    public static func fresh() throws -> ScryptParameters {
+        ScryptParameters(n: 1 << 16, r: 8, p: 1, salt: try SecureRandom.bytes(32))
+    }
+
+    /// Derives a 256-bit key from `passphrase` (bytes as read from the passphrase file).
+    /// - Throws: `MAMError.internalError` when OpenSSL rejects the parameters.
+    public func deriveKey(passphrase: [UInt8]) throws -> SymmetricKey {
+        var out = [UInt8](repeating: 0, count: SymmetricKey.byteCount)
+        defer { out.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+        let ok = passphrase.withUnsafeBufferPointer { pass in
+            salt.withUnsafeBufferPointer { s in
+                pass.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(pass.count, 1)) { passChars in
+                    EVP_PBE_scrypt(passChars, pass.count, s.baseAddress, s.count, n, r, p,
+                                   1 << 30, &out, out.count)
+                }
+            }
+        }
+        guard ok == 1 else { throw MAMError.internalError("scrypt key derivation failed") }
+        return try SymmetricKey(bytes: out)
+    }
+}

@@ -1,0 +1,36 @@
+/// Geometry of the encrypted body (docs/FORMAT.md): 4096-byte plaintext blocks, each stored
+/// as nonce (12) || ciphertext (same length) || tag (16). Only the last block may be short.
+public enum BlockLayout {
+    /// Plaintext bytes per block.
+    public static let plaintextBlockSize = 4096
+    /// Stored bytes added to each block (nonce + tag).
+    public static let overhead = AESGCM.nonceSize + AESGCM.tagSize
+    /// Stored bytes of a full block.
+    public static let storedBlockSize = plaintextBlockSize + overhead
+
+    /// Plaintext size of an encrypted body of `bodyLength` stored bytes.
+    /// - Returns: nil when the length cannot be produced by this format (a last block of 1...28
+    ///   stored bytes): the file was truncated by someone else or is corrupt.
+    public static func plaintextSize(bodyLength: Int64) -> Int64? {
+        guard bodyLength >= 0 else { return nil }
+        let full = bodyLength / Int64(storedBlockSize)
+        let rest = bodyLength % Int64(storedBlockSize)
+        if rest == 0 { return full * Int64(plaintextBlockSize) }
+        guard rest > Int64(overhead) else { return nil }
+        return full * Int64(plaintextBlockSize) + rest - Int64(overhead)
+    }
+
+    /// Stored body length for `plaintextSize` plaintext bytes.
+    public static func bodyLength(plaintextSize: Int64) -> Int64 {
+        let full = plaintextSize / Int64(plaintextBlockSize)
+        let rest = plaintextSize % Int64(plaintextBlockSize)
+        return full * Int64(storedBlockSize) + (rest > 0 ? rest + Int64(overhead) : 0)
+    }
+
+    /// AAD of block `index` of the file with `fileId`: fileId (16) || index (u64 little-endian).
+    static func blockAAD(fileId: [UInt8], index: Int64) -> [UInt8] {
+        var aad = fileId
+        withUnsafeBytes(of: UInt64(index).littleEndian) { aad += $0 }
+        return aad
+    }
+}

@@ -1,0 +1,61 @@
+import CSystem
+import Foundation
+
+/// Whole-buffer positional I/O with EINTR and short-transfer handling.
+enum FileIO {
+    /// Reads up to `buffer.count` bytes at `offset`, stopping early only at end of file.
+    /// - Returns: bytes read.
+    static func preadFully(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw MAMError.fromErrno("read")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Writes all of `buffer` at `offset`.
+    /// - Throws: `MAMError.system` with the errno (ENOSPC, EIO, ...).
+    static func pwriteFully(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw MAMError.fromErrno("write")
+            }
+            if n == 0 { throw MAMError.system("write", errno: EIO) }
+            done += n
+        }
+    }
+
+    /// Size of the open file in bytes.
+    static func size(_ fd: Int32) throws -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw MAMError.fromErrno("stat") }
+        return Int64(st.st_size)
+    }
+
+    /// FALLOC_FL_KEEP_SIZE from <linux/falloc.h>.
+    static let fallocKeepSize: Int32 = mamfs_FALLOC_FL_KEEP_SIZE
+
+    /// Reserves backing space for `length` bytes at `offset` without changing the file size,
+    /// so a later write into the range cannot fail with ENOSPC halfway through a block.
+    /// Filesystems without fallocate are accepted silently (no reservation possible).
+    /// - Throws: `MAMError.system(errno: ENOSPC)` when the space is not there.
+    static func reserve(_ fd: Int32, offset: Int64, length: Int64) throws {
+        guard length > 0 else { return }
+        while mamfs_fallocate(fd, fallocKeepSize, offset, length) != 0 {
+            switch errno {
+            case EINTR: continue
+            case EOPNOTSUPP, ENOSYS, EINVAL, ENODEV, ESPIPE, EBADF: return
+            default: throw MAMError.fromErrno("reserve space")
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+import COpenSSL
+import Foundation
+
+/// Random-access plaintext view of one backing file: untagged, tagged-plain or encrypted.
+///
+/// Offsets and sizes in the API are plaintext bytes; the backing (stored) layout is described
+/// in docs/FORMAT.md. Reads and writes touch only the 4 KiB blocks they cover (plus the old
+/// last block when a write starts past the end). The object is not synchronised: callers
+/// (the mount's per-inode content lock, the CLI) serialise writers against everything else.
+/// Concurrent `read` calls are safe.
+public final class ProtectedFileContent: @unchecked Sendable {
+    /// The backing file descriptor (opened read-write for writing; not owned, not closed here).
+    public let fd: Int32
+    /// The file's header; nil for an untagged file.
+    public let header: ProtectedFileHeader?
+    private let fileKey: SymmetricKey?
+    /// Blocks encrypted per backing write: bounds memory per call.
+    private static let blocksPerChunk = 64
+
+    /// - Parameters:
+    ///   - fd: open backing file.
+    ///   - header: parsed header, or nil when untagged.
+    ///   - fileKey: the unwrapped file key; required exactly when `header` is encrypted.
+    /// - Throws: `MAMError.invalidArguments` when the key does not match the header kind.
+    public init(fd: Int32, header: ProtectedFileHeader?, fileKey: SymmetricKey?) throws {
+        guard (header?.isEncrypted ?? false) == (fileKey != nil) else {
+            throw MAMError.invalidArguments("a file key is needed exactly for encrypted files")
+        }
+        self.fd = fd
+        self.header = header
+        self.fileKey = fileKey
+    }
+
+    /// Byte offset of the body in the backing file (the header length, 0 when untagged).
+    public var dataOffset: Int64 { Int64(header?.length ?? 0) }
+
+    /// Plaintext size of a backing file of `storedSize` bytes with `header`.
+    /// - Throws: `MAMError.authenticationFailed` when the stored size is impossible for the format.
+    public static func plaintextSize(storedSize: Int64, header: ProtectedFileHeader?) throws -> Int64 {
+        guard let header else { return storedSize }
+        let body = storedSize - Int64(header.length)
+        if body < 0 {
+            // An empty backing file has no body yet; one cut inside an encrypted header is damaged.
+            guard storedSize == 0 || !header.isEncrypted else {
+                throw MAMError.authenticationFailed("stored size \(storedSize) ends inside the header")
+            }
+            return 0
+        }
+        guard header.isEncrypted else { return body }
+        guard let size = BlockLayout.plaintextSize(bodyLength: body) else {
+            throw MAMError.authenticationFailed("stored size \(storedSize) is not a valid encrypted length (truncated or corrupt)")
+        }
+        return size
+    }
+
+    /// Backing size of a file with `plaintextSize` bytes of content under `header`.
+    public static func storedSize(plaintextSize: Int64, header: ProtectedFileHeader?) -> Int64 {
+        guard let header else { return plaintextSize }
+        return Int64(header.length) + (header.isEncrypted ? BlockLayout.bodyLength(plaintextSize: plaintextSize) : plaintextSize)
+    }
+
+    /// Current plaintext size (from the backing size, without reading the body).
+    public func plaintextSize() throws -> Int64 {
+        try ProtectedFileContent.plaintextSize(storedSize: try FileIO.size(fd), header: header)
+    }
+
+    /// Writes the header at offset 0 when the backing file does not hold it yet.
+    public func writeHeaderIfMissing() throws {
+        guard let header else { return }
+        if try FileIO.size(fd) >= Int64(header.length) { return }
+        let bytes = header.encoded()
+        try FileIO.reserve(fd, offset: 0, length: Int64(bytes.count))
+        try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
+    }
+
+    // MARK: Reading
+
+    /// Reads up to `buffer.count` plaintext bytes at `offset`.
+    /// - Returns: bytes read (0 at or past end of file).
+    /// - Throws: `MAMError.authenticationFailed` when any covered block fails authentication
+    ///   (no partial plaintext is returned); `.system` on I/O errors.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        guard offset >= 0 else { throw MAMError.system("read", errno: EINVAL) }
+        guard buffer.count > 0 else { return 0 }
+        guard let header, let fileId = header.encryption?.fileId, let fileKey else {
+            let size = try plaintextSize()
+            guard offset < size else { return 0 }
+            let count = Int(min(Int64(buffer.count), size - offset))
+            return try FileIO.preadFully(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: dataOffset + offset)
+        }
+        let size = try plaintextSize()
+        guard offset < size else { return 0 }
+        let end = min(offset + Int64(buffer.count), size)
+        let bs = Int64(BlockLayout.plaintextBlockSize)
+        let firstBlock = offset / bs
+        let lastBlock = (end - 1) / bs
+        let cipher = try AESGCM(key: fileKey)
+        let blockPlain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
+        defer { OPENSSL_cleanse(blockPlain.baseAddress, blockPlain.count); blockPlain.deallocate() }
+        var block = firstBlock
+        while block <= lastBlock {
+            let chunkEnd = min(lastBlock, block + Int64(ProtectedFileContent.blocksPerChunk) - 1)
+            let stored = try readStoredBlocks(from: block, through: chunkEnd, plaintextSize: size)
+            defer { stored.deallocate() }
+            for b in block...chunkEnd {
+                let blockStart = b * bs
+                let plainLength = Int(min(bs, size - blockStart))
+                let storedOffset = Int(b - block) * BlockLayout.storedBlockSize
+                let storedBlock = UnsafeRawBufferPointer(rebasing: stored[storedOffset..<(storedOffset + plainLength + BlockLayout.overhead)])
+                let copyFrom = max(offset, blockStart)
+                let copyTo = min(end, blockStart + Int64(plainLength))
+                let wholeBlock = copyFrom == blockStart && copyTo == blockStart + Int64(plainLength)
+                let target = wholeBlock ? buffer.baseAddress! + Int(blockStart - offset) : blockPlain.baseAddress!
+                try decryptBlock(cipher: cipher, fileId: fileId, index: b, stored: storedBlock, into: target)
+                if !wholeBlock {
+                    (buffer.baseAddress! + Int(copyFrom - offset)).copyMemory(
+                        from: blockPlain.baseAddress! + Int(copyFrom - blockStart), byteCount: Int(copyTo - copyFrom))
+                }
+            }
+            block = chunkEnd + 1
+        }
+        return Int(end - offset)
+    }
+
+    /// Reads the stored bytes of blocks first...last (inclusive), which must exist for `plaintextSize`.
+    private func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64) throws -> UnsafeMutableRawBufferPointer {
+        let bs = Int64(BlockLayout.plaintextBlockSize)
+        let lastPlain = min(bs, size - last * bs)
+        let length = Int(last - first) * BlockLayout.storedBlockSize + Int(lastPlain) + BlockLayout.overhead
+        let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 16)
+        do {
+            let got = try FileIO.preadFully(fd, stored, at: dataOffset + first * Int64(BlockLayout.storedBlockSize))
+            guard got == length else {
+                throw MAMError.authenticationFailed("file shrank while reading block \(first)")
+            }
+        } catch {
+            stored.deallocate()
+            throw error
+        }
+        return stored
+    }
+
+    private func decryptBlock(cipher: AESGCM, fileId: [UInt8], index: Int64, stored: UnsafeRawBufferPointer, into target: UnsafeMutableRawPointer) throws {
+        let length = stored.count - BlockLayout.overhead
+        let aad = BlockLayout.blockAAD(fileId: fileId, index: index)
+        let ok = try aad.withUnsafeBytes { a in
+            try cipher.open(nonce: UnsafeRawBufferPointer(rebasing: stored[0..<AESGCM.nonceSize]), aad: a,
+                            ciphertext: UnsafeRawBufferPointer(rebasing: stored[AESGCM.nonceSize..<(AESGCM.nonceSize + length)]),
+                            tag: UnsafeRawBufferPointer(rebasing: stored[(AESGCM.nonceSize + length)...]),
+                            plaintext: target)
+        }
+        guard ok else {
+            OPENSSL_cleanse(target, length)
+            throw MAMError.authenticationFailed("block \(index) does not authenticate")
+        }
+    }
+
+    private func encryptBlock(cipher: AESGCM, fileId: [UInt8], index: Int64, plaintext: UnsafeRawBufferPointer, into stored: UnsafeMutableRawPointer) throws {
+        try SecureRandom.fill(UnsafeMutableRawBufferPointer(start: stored, count: AESGCM.nonceSize))
+        let aad = BlockLayout.blockAAD(fileId: fileId, index: index)
+        try aad.withUnsafeBytes { a in
+            try cipher.seal(nonce: UnsafeRawBufferPointer(start: stored, count: AESGCM.nonceSize), aad: a, plaintext: plaintext,
+                            ciphertext: stored + AESGCM.nonceSize, tag: stored + AESGCM.nonceSize + plaintext.count)
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes `bytes` at plaintext `offset`, extending the file (with zeros in any gap) as needed.
+    /// Space is reserved before any ciphertext is written, so ENOSPC leaves the file unchanged.
+    /// - Throws: `MAMError.system` (ENOSPC, EIO, ...), `.authenticationFailed` when a block that
+    ///   must be merged with the new bytes does not authenticate.
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        guard offset >= 0 else { throw MAMError.system("write", errno: EINVAL) }
+        try writeHeaderIfMissing()
+        guard bytes.count > 0 else { return }
+        guard header?.isEncrypted == true else {
+            try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
+            return
+        }
+        try writeEncrypted(offset: offset, count: Int64(bytes.count)) { destination, plainOffset in
+            let from = Int(plainOffset - offset)
+            destination.baseAddress!.copyMemory(from: bytes.baseAddress! + from, byteCount: destination.count)
+        }
+    }
+
+    /// Sets the plaintext size. Shrinking re-encrypts the new last partial block; growing
+    /// appends encrypted zeros (there are no unauthenticated holes).
+    public func truncate(to newSize: Int64) throws {
+        guard newSize >= 0 else { throw MAMError.system("truncate", errno: EINVAL) }
+        try writeHeaderIfMissing()
+        guard let header, header.isEncrypted, let fileId = header.encryption?.fileId, let fileKey else {
+            guard ftruncate(fd, off_t(dataOffset + newSize)) == 0 else { throw MAMError.fromErrno("truncate") }
+            return
+        }
+        let size = try plaintextSize()
+        if newSize == size { return }
+        if newSize > size {
+            try writeEncrypted(offset: newSize, count: 0) { _, _ in }
+            return
+        }
+        let bs = Int64(BlockLayout.plaintextBlockSize)
+        let keep = Int(newSize % bs)
+        if keep > 0 {
+            let index = newSize / bs
+            let cipher = try AESGCM(key: fileKey)
+            let stored = try readStoredBlocks(from: index, through: index, plaintextSize: size)
+            defer { stored.deallocate() }
+            let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
+            defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
+            try decryptBlock(cipher: cipher, fileId: fileId, index: index, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
+            let newStored = UnsafeMutableRawBufferPointer.allocate(byteCount: keep + BlockLayout.overhead, alignment: 16)
+            defer { newStored.deallocate() }
+            try encryptBlock(cipher: cipher, fileId: fileId, index: index, plaintext: UnsafeRawBufferPointer(rebasing: plain[0..<keep]), into: newStored.baseAddress!)
+            // Cut the later blocks first, then replace the block, then cut its old tail.
+            let blockOffset = dataOffset + index * Int64(BlockLayout.storedBlockSize)
+            guard ftruncate(fd, off_t(blockOffset + Int64(stored.count))) == 0 else { throw MAMError.fromErrno("truncate") }
+            try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(newStored), at: blockOffset)
+        }
+        guard ftruncate(fd, off_t(ProtectedFileContent.storedSize(plaintextSize: newSize, header: header))) == 0 else {
+            throw MAMError.fromErrno("truncate")
+        }
+    }
+
+    /// Encrypts and writes the plaintext range [offset, offset+count) whose bytes `fill` provides,
+    /// zero-filling any gap between the current end and `offset`.
+    private func writeEncrypted(offset: Int64, count: Int64,
+                                fill: (UnsafeMutableRawBufferPointer, Int64) -> Void) throws {
+        guard let fileId = header?.encryption?.fileId, let fileKey else { return }
+        let bs = Int64(BlockLayout.plaintextBlockSize)
+        let size = try plaintextSize()
+        let end = offset + count
+        let newSize = max(size, end)
+        let start = min(offset, size)
+        guard newSize > start else { return }
+        let firstBlock = start / bs
+        let lastBlock = (newSize - 1) / bs
+        // Blocks past the written range stay as they are.
+        let lastTouched = min(lastBlock, max(end - 1, start) / bs)
+        let cipher = try AESGCM(key: fileKey)
+        let chunkBlocks = Int64(ProtectedFileContent.blocksPerChunk)
+        let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
+        defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
+        let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(chunkBlocks) * BlockLayout.storedBlockSize, alignment: 16)
+        defer { stored.deallocate() }
+
+        var block = firstBlock
+        while block <= lastTouched {
+            let chunkEnd = min(lastTouched, block + chunkBlocks - 1)
+            var storedLength = 0
+            for b in block...chunkEnd {
+                let blockStart = b * bs
+                let oldLength = Int(max(0, min(bs, size - blockStart)))
+                let newLength = Int(min(bs, newSize - blockStart))
+                let block = UnsafeMutableRawBufferPointer(rebasing: plain[0..<newLength])
+                block.initializeMemory(as: UInt8.self, repeating: 0)
+                let dataFrom = max(offset, blockStart)
+                let dataTo = min(end, blockStart + Int64(newLength))
+                let coversOld = dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)
+                if oldLength > 0 && !coversOld {
+                    let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size)
+                    defer { oldStored.deallocate() }
+                    try decryptBlock(cipher: cipher, fileId: fileId, index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain.baseAddress!)
+                }
+                if dataTo > dataFrom {
+                    fill(UnsafeMutableRawBufferPointer(rebasing: plain[Int(dataFrom - blockStart)..<Int(dataTo - blockStart)]), dataFrom)
+                }
+                try encryptBlock(cipher: cipher, fileId: fileId, index: b, plaintext: UnsafeRawBufferPointer(block),
+                                 into: stored.baseAddress! + storedLength)
+                storedLength += newLength + BlockLayout.overhead
+            }
+            let storedOffset = dataOffset + block * Int64(BlockLayout.storedBlockSize)
+            try FileIO.reserve(fd, offset: storedOffset, length: Int64(storedLength))
+            try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<storedLength]), at: storedOffset)
+            block = chunkEnd + 1
+        }
+    }
+}

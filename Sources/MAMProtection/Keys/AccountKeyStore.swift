@@ -1,0 +1,76 @@
+import Foundation
+
+/// Per-account 256-bit keys, stored in the state database wrapped under the master key
+/// (AES-256-GCM; AAD binds the accountId and key id, so a wrapped key cannot be moved to another
+/// account or id). Unwrapped keys are cached in memory until `invalidate()`.
+final class AccountKeyStore: @unchecked Sendable {
+    private let state: StateStore
+    private let masterKey: SymmetricKey
+    private let lock = NSLock()
+    private var cache: [String: SymmetricKey] = [:]
+
+    init(state: StateStore, masterKey: SymmetricKey) {
+        self.state = state
+        self.masterKey = masterKey
+    }
+
+    static func wrapAAD(accountId: String, keyId: UInt32) -> [UInt8] {
+        Array("mamfs account key v1|\(AccountIdentity.canonical(accountId))|\(keyId)".utf8)
+    }
+
+    /// Creates a new random key for the account and stores it wrapped.
+    /// - Returns: the new key id.
+    @discardableResult
+    func createKey(accountId: String) throws -> UInt32 {
+        let key = try SymmetricKey.random()
+        var bytes = key.copyBytes()
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        let cipher = try AESGCM(key: masterKey)
+        return try state.addAccountKey(accountId) { keyId in
+            Data(try cipher.seal(bytes, aad: AccountKeyStore.wrapAAD(accountId: accountId, keyId: keyId)))
+        }
+    }
+
+    /// The account's key with `keyId`.
+    /// - Throws: `.keyUnavailable` when the key was destroyed (selective wipe) or never existed;
+    ///   `.authenticationFailed` when the stored wrapped key does not authenticate.
+    func key(accountId: String, keyId: UInt32) throws -> SymmetricKey {
+        let id = AccountIdentity.canonical(accountId)
+        let cacheKey = "\(id)#\(keyId)"
+        lock.lock()
+        if let cached = cache[cacheKey] { lock.unlock(); return cached }
+        lock.unlock()
+        guard let wrapped = try state.accountKey(id, keyId: keyId) else {
+            throw MAMError.keyUnavailable("no key \(keyId) for account \(id) (the account was wiped or is not registered here)")
+        }
+        guard var bytes = try AESGCM(key: masterKey).open(Array(wrapped), aad: AccountKeyStore.wrapAAD(accountId: id, keyId: keyId)) else {
+            throw MAMError.authenticationFailed("the stored key \(keyId) of account \(id) does not authenticate")
+        }
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        let key = try SymmetricKey(bytes: bytes)
+        lock.lock(); cache[cacheKey] = key; lock.unlock()
+        return key
+    }
+
+    /// The account's newest key and its id, used for new files.
+    /// - Throws: `.keyUnavailable` when the account has no key.
+    func currentKey(accountId: String) throws -> (UInt32, SymmetricKey) {
+        guard let keyId = try state.latestAccountKeyId(accountId) else {
+            throw MAMError.keyUnavailable("account \(AccountIdentity.canonical(accountId)) has no key")
+        }
+        return (keyId, try key(accountId: accountId, keyId: keyId))
+    }
+
+    /// Destroys every key of the account (crypto-shredding).
+    /// - Returns: the number of keys destroyed.
+    @discardableResult
+    func destroyKeys(accountId: String) throws -> Int {
+        invalidate()
+        return try state.deleteAccountKeys(accountId)
+    }
+
+    /// Drops the in-memory cache (after another process changed the state).
+    func invalidate() {
+        lock.lock(); cache.removeAll(); lock.unlock()
+    }
+}

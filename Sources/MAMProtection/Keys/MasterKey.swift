@@ -1,0 +1,106 @@
+import COpenSSL
+import Foundation
+
+/// Creates and loads the master key (KEK) of a state directory.
+///
+/// Two sources, chosen at `mamfs init` and recorded in the state's `meta` table:
+/// - `keyfile`: 32 random bytes in `master.key` (mode 0600);
+/// - `scrypt`: derived from a passphrase file with scrypt (salt and cost in `meta`).
+/// Either way a check value (a GCM seal of a constant under the KEK) detects a wrong
+/// passphrase or a swapped key file before any account key is touched.
+public enum MasterKey {
+    static let kdfMetaKey = "kdf"
+    static let scryptMetaKey = "kdf.scrypt"
+    static let checkMetaKey = "kek.check"
+    static let checkPlaintext = Array("mamfs master key check v1".utf8)
+    static let checkAAD = Array("mamfs kek check".utf8)
+
+    /// Makes a new KEK for a fresh state and records how to find it again.
+    /// - Parameter passphraseFile: path of a file whose contents (without a trailing newline)
+    ///   are the passphrase; nil for a random key file.
+    /// - Throws: `.fileNotFound` / `.invalidArguments` for a missing or empty passphrase file,
+    ///   `.cannotCreateOutput` when the key file cannot be written.
+    static func create(in directory: StateDirectory, state: StateStore, passphraseFile: String?) throws -> SymmetricKey {
+        let key: SymmetricKey
+        if let passphraseFile {
+            let parameters = try ScryptParameters.fresh()
+            var passphrase = try readPassphrase(passphraseFile)
+            defer { for i in passphrase.indices { passphrase[i] = 0 } }
+            key = try parameters.deriveKey(passphrase: passphrase)
+            try state.setMetaValue(Data("scrypt".utf8), forKey: kdfMetaKey)
+            try state.setMetaValue(try JSONEncoder().encode(parameters), forKey: scryptMetaKey)
+        } else {
+            key = try SymmetricKey.random()
+            try writeKeyFile(key, to: directory.masterKeyURL.path)
+            try state.setMetaValue(Data("keyfile".utf8), forKey: kdfMetaKey)
+        }
+        let check = try AESGCM(key: key).seal(checkPlaintext, aad: checkAAD)
+        try state.setMetaValue(Data(check), forKey: checkMetaKey)
+        return key
+    }
+
+    /// Loads the KEK of an existing state.
+    /// - Throws: `.keyUnavailable` for a missing/unreadable key file, a missing passphrase for a
+    ///   passphrase-protected state, or a wrong passphrase/key file.
+    static func load(from directory: StateDirectory, state: StateStore, passphraseFile: String?) throws -> SymmetricKey {
+        let kdf = try state.metaValue(kdfMetaKey).flatMap { String(data: $0, encoding: .utf8) } ?? "keyfile"
+        let key: SymmetricKey
+        switch kdf {
+        case "scrypt":
+            guard let passphraseFile else {
+                throw MAMError.keyUnavailable("the state in \(directory) is protected by a passphrase: pass --passphrase-file or set MAMFS_PASSPHRASE_FILE")
+            }
+            guard let data = try state.metaValue(scryptMetaKey),
+                  let parameters = try? JSONDecoder().decode(ScryptParameters.self, from: data) else {
+                throw MAMError.internalError("the state's scrypt parameters are missing or damaged")
+            }
+            var passphrase = try readPassphrase(passphraseFile)
+            defer { for i in passphrase.indices { passphrase[i] = 0 } }
+            key = try parameters.deriveKey(passphrase: passphrase)
+        case "keyfile":
+            key = try readKeyFile(directory.masterKeyURL.path)
+        default:
+            throw MAMError.internalError("unknown key derivation '\(kdf)' in the state")
+        }
+        guard let check = try state.metaValue(checkMetaKey) else {
+            throw MAMError.internalError("the state has no master key check value")
+        }
+        guard let opened = try AESGCM(key: key).open(Array(check), aad: checkAAD), opened == checkPlaintext else {
+            throw MAMError.keyUnavailable(kdf == "scrypt" ? "wrong passphrase" : "the master key file \(directory.masterKeyURL.path) does not belong to this state")
+        }
+        return key
+    }
+
+    /// Reads a passphrase file; one trailing newline is not part of the passphrase.
+    static func readPassphrase(_ path: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw MAMError.fileNotFound("passphrase file \(path)")
+        }
+        var bytes = [UInt8](data)
+        if bytes.last == 0x0A { bytes.removeLast() }
+        if bytes.last == 0x0D { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw MAMError.invalidArguments("passphrase file \(path) is empty") }
+        return bytes
+    }
+
+    private static func writeKeyFile(_ key: SymmetricKey, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw MAMError.cannotCreateOutput("\(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        try key.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
+        guard fsync(fd) == 0 else { throw MAMError.fromErrno("fsync \(path)") }
+    }
+
+    private static func readKeyFile(_ path: String) throws -> SymmetricKey {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw MAMError.keyUnavailable("cannot open the master key file \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: SymmetricKey.byteCount + 1)
+        defer { bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+        let count = try bytes.withUnsafeMutableBytes { try FileIO.preadFully(fd, $0, at: 0) }
+        guard count == SymmetricKey.byteCount else {
+            throw MAMError.keyUnavailable("the master key file \(path) is not \(SymmetricKey.byteCount) bytes")
+        }
+        return try SymmetricKey(bytes: bytes[0..<SymmetricKey.byteCount])
+    }
+}

@@ -1,0 +1,283 @@
+import CSystem
+import Foundation
+
+/// What `mamfs info` reports about one path.
+public struct FileProtectionInfo: Equatable, Sendable {
+    /// The path as given.
+    public let path: String
+    /// Owner accountId; nil when untagged, "" when tagged with the unmanaged identity.
+    public let owner: String?
+    /// True when the body is encrypted.
+    public let encrypted: Bool
+    /// Plaintext size in bytes (0 for directories).
+    public let size: Int64
+    /// Bytes on disk (the backing file's size).
+    public let storedSize: Int64
+    /// True for a directory (its owner is the inherited tag).
+    public let isDirectory: Bool
+}
+
+/// Per-path protection: tagging with an owner, encryption and decryption, all rewrites atomic.
+///
+/// Mirrors `IntuneMAMFileProtectionManager` (protect:forAccountId:, verifyAndProtect:,
+/// protectionInfo:, isFileEncrypted:, encryptFile:forAccountId:, decryptFile:,
+/// decryptFile:toCopyPath:). Paths are plain filesystem paths (for a mount: backing paths).
+public struct FileProtectionManager: Sendable {
+    let context: ProtectionContext
+    private static let chunkSize = 1 << 20
+
+    // MARK: Queries
+
+    /// Owner and encryption state of `path`.
+    /// - Throws: `.fileNotFound`; `.authenticationFailed` for a malformed header.
+    public func info(path: String) throws -> FileProtectionInfo {
+        let st = try statPath(path)
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            return FileProtectionInfo(path: path, owner: DirectoryOwner.read(path: path), encrypted: false,
+                                      size: 0, storedSize: Int64(st.st_size), isDirectory: true)
+        }
+        let header = try readHeader(path)
+        let size = try ProtectedFileContent.plaintextSize(storedSize: Int64(st.st_size), header: header)
+        return FileProtectionInfo(path: path, owner: header?.owner, encrypted: header?.isEncrypted ?? false,
+                                  size: size, storedSize: Int64(st.st_size), isDirectory: false)
+    }
+
+    /// The owner's accountId, "" for unmanaged-tagged, nil when untagged.
+    /// Mirrors `protectionInfo:`.
+    public func protectionInfo(path: String) throws -> String? { try info(path: path).owner }
+
+    /// Mirrors `isFileEncrypted:`.
+    public func isFileEncrypted(path: String) throws -> Bool { try info(path: path).encrypted }
+
+    /// Whether `receiver` may receive the file at `path` (its owner decides, with the
+    /// receiver's `receiveData` policy). Mirrors `IntuneMAMPolicy canReceiveSharedFile:`.
+    public func canReceiveSharedFile(path: String, receiver: String) throws -> Bool {
+        let owner = try protectionInfo(path: path)
+        return context.policyEvaluator.canReceiveSharedFile(fileOwner: owner, receiver: try context.resolveOwner(receiver))
+    }
+
+    // MARK: Protect
+
+    /// Tags `path` with `accountId` ("" = unmanaged). A file is encrypted exactly when the
+    /// owner's policy requires it (an encrypted file protected for an owner that does not is
+    /// decrypted); a directory gets the `user.mam.owner` tag and, with `recursive`, everything
+    /// below it is protected too. The path is remembered for selective wipe.
+    /// Mirrors `protect:forAccountId:`.
+    /// - Parameter progress: called with the number of files done so far.
+    /// - Throws: `.fileNotFound`, `.unknownAccount`, `.keyUnavailable`, `.authenticationFailed`,
+    ///   `.system` (full disk...). Files done before a failure stay done; the failing file is unchanged.
+    public func protect(path: String, accountId: String, recursive: Bool = true, progress: ((Int) -> Void)? = nil) throws {
+        let owner = try context.resolveOwner(accountId)
+        let st = try statPath(path)
+        var done = 0
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            try DirectoryOwner.write(path: path, owner: owner)
+            if recursive { try protectTree(path, owner: owner, done: &done, progress: progress) }
+        } else {
+            try protectFile(path, owner: owner)
+            done += 1
+            progress?(done)
+        }
+        try context.state.addKnownRoot(realPath(path), kind: .protected, accountId: owner.isEmpty ? nil : owner)
+    }
+
+    /// Protects only if `path` is not already owned by `accountId`. Mirrors `verifyAndProtect:`.
+    public func verifyAndProtect(path: String, accountId: String) throws {
+        let owner = try context.resolveOwner(accountId)
+        if try protectionInfo(path: path) == owner { return }
+        try protect(path: path, accountId: owner)
+    }
+
+    private func protectTree(_ directory: String, owner: String, done: inout Int, progress: ((Int) -> Void)?) throws {
+        let entries: [String]
+        do { entries = try FileManager.default.contentsOfDirectory(atPath: directory) } catch {
+            throw MAMError.system("list \(directory)", errno: EACCES)
+        }
+        for name in entries.sorted() {
+            let child = directory + "/" + name
+            var st = stat()
+            guard lstat(child, &st) == 0 else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                if DirectoryOwner.read(path: child) != nil { try DirectoryOwner.write(path: child, owner: owner) }
+                try protectTree(child, owner: owner, done: &done, progress: progress)
+            case S_IFREG:
+                try protectFile(child, owner: owner)
+                done += 1
+                progress?(done)
+            default:
+                continue
+            }
+        }
+    }
+
+    private func protectFile(_ path: String, owner: String) throws {
+        let header = try readHeader(path)
+        let wantEncrypted = context.policyEvaluator.isFileEncryptionRequired(accountId: owner)
+        if let header, header.owner == owner, header.isEncrypted == wantEncrypted { return }
+        if let header, header.isEncrypted, wantEncrypted, let encryption = header.encryption {
+            // Managed to managed: rewrap the file key, body bytes unchanged.
+            let oldKey = try context.keys.key(accountId: header.owner, keyId: encryption.keyId)
+            let (keyId, newKey) = try context.keys.currentKey(accountId: owner)
+            let newHeader = try header.rewrapped(owner: owner, keyId: keyId, oldAccountKey: oldKey, newAccountKey: newKey)
+            try rewriteHeader(path, from: header, to: newHeader)
+            return
+        }
+        let (newHeader, newKey) = try context.newFileHeader(owner: owner)
+        try transform(path, header: header, to: newHeader, fileKey: newKey, output: nil)
+    }
+
+    // MARK: Encrypt / decrypt
+
+    /// Encrypts `path` for the managed account `forAccountId`, in place or into `output`.
+    /// Mirrors `encryptFile:forAccountId:`.
+    /// - Throws: `.fileNotFound`, `.operationOnDirectory`, `.unmanagedIdentity` (account not
+    ///   managed), `.unknownAccount`, `.authenticationFailed` (source corrupt), `.cannotCreateOutput`.
+    public func encryptFile(path: String, forAccountId accountId: String, output: String? = nil) throws {
+        try requireRegularFile(path)
+        let owner = try context.resolveOwner(accountId)
+        let header = try readHeader(path)
+        let (newHeader, fileKey) = try context.newEncryptedHeader(owner: owner)
+        try transform(path, header: header, to: newHeader, fileKey: fileKey, output: output)
+    }
+
+    /// Decrypts `path` to its plain bytes (no header), in place or into `toCopyPath` leaving the
+    /// original untouched. Mirrors `decryptFile:` and `decryptFile:toCopyPath:`.
+    /// - Throws: `.fileNotFound`, `.operationOnDirectory`, `.failedToDecrypt` for a file that is
+    ///   not protected, `.keyUnavailable`, `.authenticationFailed`, `.cannotCreateOutput`.
+    public func decryptFile(path: String, toCopyPath: String? = nil) throws {
+        try requireRegularFile(path)
+        guard let header = try readHeader(path) else {
+            throw MAMError.failedToDecrypt("\(path) is not a protected file")
+        }
+        try transform(path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+    }
+
+    // MARK: Rewriting
+
+    /// Copies the plaintext of `path` into a new file with `newHeader`, atomically replacing
+    /// `output ?? path`. Mode, owner and times are kept.
+    private func transform(_ path: String, header: ProtectedFileHeader?, to newHeader: ProtectedFileHeader?,
+                           fileKey newKey: SymmetricKey?, output: String?) throws {
+        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
+        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        defer { close(sourceFD) }
+        var st = stat()
+        fstat(sourceFD, &st)
+        let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
+        let target = output ?? path
+        if let output, (try? statPath(output)).map({ ($0.st_mode & S_IFMT) == S_IFDIR }) == true {
+            throw MAMError.cannotCreateOutput("\(output) is a directory")
+        }
+        let writer = try AtomicFileWriter(targetPath: target)
+        let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
+        defer {
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            buffer.deallocate()
+        }
+        do {
+            try destination.writeHeaderIfMissing()
+            let size = try source.plaintextSize()
+            var offset: Int64 = 0
+            while offset < size {
+                let n = try source.read(into: buffer, at: offset)
+                if n == 0 { break }
+                try destination.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset)
+                offset += Int64(n)
+            }
+            if output == nil { copyExtendedAttributes(from: sourceFD, to: writer.fd) }
+            writer.copyAttributes(from: st, keepTimes: output == nil)
+            try writer.commit()
+        } catch let error as MAMError {
+            writer.abort()
+            if case .system(let what, let code) = error, code == ENOSPC || code == EDQUOT {
+                throw MAMError.cannotCreateOutput("\(target): \(what): \(String(cString: strerror(code)))")
+            }
+            throw error
+        }
+    }
+
+    /// Replaces the header of an encrypted file whose body stays byte-for-byte the same.
+    private func rewriteHeader(_ path: String, from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
+        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
+        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        defer { close(sourceFD) }
+        var st = stat()
+        fstat(sourceFD, &st)
+        let writer = try AtomicFileWriter(targetPath: path)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        do {
+            try new.encoded().withUnsafeBytes { try FileIO.pwriteFully(writer.fd, $0, at: 0) }
+            var offset = Int64(old.length)
+            var outOffset = Int64(new.length)
+            while true {
+                let n = try FileIO.preadFully(sourceFD, buffer, at: offset)
+                if n == 0 { break }
+                try FileIO.pwriteFully(writer.fd, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: outOffset)
+                offset += Int64(n); outOffset += Int64(n)
+            }
+            copyExtendedAttributes(from: sourceFD, to: writer.fd)
+            writer.copyAttributes(from: st, keepTimes: true)
+            try writer.commit()
+        } catch {
+            writer.abort()
+            throw error
+        }
+    }
+
+    private func copyExtendedAttributes(from source: Int32, to destination: Int32) {
+        var names = [CChar](repeating: 0, count: 65536)
+        let length = flistxattr(source, &names, names.count)
+        guard length > 0 else { return }
+        var value = [UInt8](repeating: 0, count: 65536)
+        var start = 0
+        while start < length {
+            let name = names.withUnsafeBufferPointer { String(cString: $0.baseAddress! + start) }
+            start += name.utf8.count + 1
+            let n = fgetxattr(source, name, &value, value.count)
+            if n >= 0 { _ = fsetxattr(destination, name, value, n, 0) }
+        }
+    }
+
+    // MARK: Helpers
+
+    private func statPath(_ path: String) throws -> stat {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { throw MAMError.fileNotFound(path) }
+            throw MAMError.fromErrno(path)
+        }
+        return st
+    }
+
+    private func requireRegularFile(_ path: String) throws {
+        let st = try statPath(path)
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return
+        case S_IFDIR: throw MAMError.operationOnDirectory(path)
+        default: throw MAMError.invalidArguments("\(path) is not a regular file")
+        }
+    }
+
+    private func readHeader(_ path: String) throws -> ProtectedFileHeader? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw MAMError.fileNotFound(path) }
+            throw MAMError.fromErrno(path)
+        }
+        defer { close(fd) }
+        do {
+            return try ProtectedFileHeader.read(fd: fd)
+        } catch MAMError.authenticationFailed(let why) {
+            throw MAMError.authenticationFailed("\(path): \(why)")
+        }
+    }
+
+    private func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+
+/// An opened state directory: the master key, account keys, accounts and their policies.
+///
+/// The entry point of the library. The CLI opens one per command; a mount keeps one for its
+/// lifetime and calls `refreshIfChanged()` so changes made by other processes (enroll, wipe,
+/// policy set) take effect. Thread-safe.
+public final class ProtectionContext: @unchecked Sendable {
+    /// Where the state lives.
+    public let stateDirectory: StateDirectory
+    /// The SQLite state database.
+    public let state: StateStore
+    let keys: AccountKeyStore
+    private let lock = NSLock()
+    private var accountsById: [String: AccountRecord] = [:]
+    private var policies: [String: Policy] = [:]
+    private var lastDataVersion: Int64 = -1
+
+    private init(stateDirectory: StateDirectory, state: StateStore, masterKey: SymmetricKey) throws {
+        self.stateDirectory = stateDirectory
+        self.state = state
+        self.keys = AccountKeyStore(state: state, masterKey: masterKey)
+        try reload()
+    }
+
+    /// Creates a new state directory (`mamfs init`): the directory (0700), the database, and the
+    /// master key (random key file, or scrypt from `passphraseFile`).
+    /// - Throws: `.cannotCreateOutput` when the state already exists or cannot be created.
+    @discardableResult
+    public static func initialize(stateDirectory: StateDirectory, passphraseFile: String?) throws -> ProtectionContext {
+        if stateDirectory.databaseExists {
+            throw MAMError.cannotCreateOutput("\(stateDirectory) already holds a mamfs state")
+        }
+        if FileManager.default.fileExists(atPath: stateDirectory.masterKeyURL.path) {
+            throw MAMError.cannotCreateOutput("\(stateDirectory.masterKeyURL.path) already exists")
+        }
+        try stateDirectory.create()
+        let state = try StateStore.open(directory: stateDirectory, create: true)
+        do {
+            let key = try MasterKey.create(in: stateDirectory, state: state, passphraseFile: passphraseFile)
+            return try ProtectionContext(stateDirectory: stateDirectory, state: state, masterKey: key)
+        } catch {
+            state.close()
+            try? FileManager.default.removeItem(at: stateDirectory.databaseURL)
+            try? FileManager.default.removeItem(atPath: stateDirectory.databaseURL.path + "-wal")
+            try? FileManager.default.removeItem(atPath: stateDirectory.databaseURL.path + "-shm")
+            throw error
+        }
+    }
+
+    /// Opens an existing state.
+    /// - Parameter passphraseFile: needed when the state was initialised with a passphrase.
+    /// - Throws: `.fileNotFound` when there is no state; `.keyUnavailable` for a wrong passphrase
+    ///   or master key file.
+    public static func open(stateDirectory: StateDirectory, passphraseFile: String?) throws -> ProtectionContext {
+        let state = try StateStore.open(directory: stateDirectory, create: false)
+        let key = try MasterKey.load(from: stateDirectory, state: state, passphraseFile: passphraseFile)
+        return try ProtectionContext(stateDirectory: stateDirectory, state: state, masterKey: key)
+    }
+
+    // MARK: Accounts and policy
+
+    private func reload() throws {
+        let version = try state.dataVersion()
+        var byId: [String: AccountRecord] = [:]
+        var table: [String: Policy] = [:]
+        for record in try state.allAccounts() {
+            byId[record.accountId] = record
+            if record.managed, let json = record.policyJSON,
+               let policy = try? Policy.parse(Data(json.utf8), source: "state of \(record.accountId)") {
+                table[record.accountId] = policy
+            }
+        }
+        lock.lock()
+        accountsById = byId
+        policies = table
+        lastDataVersion = version
+        lock.unlock()
+    }
+
+    /// Re-reads accounts, policies and keys when another process changed the state (cheap:
+    /// one `PRAGMA data_version`).
+    /// - Returns: true when something changed.
+    @discardableResult
+    public func refreshIfChanged() -> Bool {
+        guard let version = try? state.dataVersion() else { return false }
+        lock.lock()
+        let changed = version != lastDataVersion
+        lock.unlock()
+        guard changed else { return false }
+        keys.invalidate()
+        try? reload()
+        return true
+    }
+
+    /// Forces a reload after this process changed the state.
+    func stateDidChange() {
+        keys.invalidate()
+        try? reload()
+    }
+
+    /// The registered account named by an accountId or UPN (case-insensitive).
+    /// - Throws: `.unknownAccount` when no such account is registered.
+    public func resolveAccount(_ name: String) throws -> AccountIdentity {
+        guard let record = try state.account(named: name) else {
+            throw MAMError.unknownAccount("'\(name)' is not registered (see 'mamfs accounts')")
+        }
+        return AccountIdentity(uncheckedAccountId: record.accountId, upn: record.upn)
+    }
+
+    /// Resolves the owner to tag files with: "" stays unmanaged, a registered accountId or UPN
+    /// becomes its accountId, an unregistered GUID is accepted as an unmanaged identity.
+    /// - Throws: `.unknownAccount` for an unregistered UPN; `.invalidArguments` for a name that
+    ///   is neither.
+    public func resolveOwner(_ name: String) throws -> String {
+        let canonical = AccountIdentity.canonical(name)
+        if canonical.isEmpty { return "" }
+        if let record = try state.account(named: canonical) { return record.accountId }
+        if AccountIdentity.isAccountId(canonical) { return canonical }
+        if AccountIdentity.isUPN(canonical) {
+            throw MAMError.unknownAccount("'\(name)' is not registered (see 'mamfs accounts')")
+        }
+        throw MAMError.invalidArguments("'\(name)' is neither an accountId (GUID) nor a UPN")
+    }
+
+    /// Registered accounts, from the cache.
+    public func accountRecord(_ accountId: String) -> AccountRecord? {
+        lock.lock(); defer { lock.unlock() }
+        return accountsById[AccountIdentity.canonical(accountId)]
+    }
+
+    /// The policy decisions over the currently managed accounts.
+    public var policyEvaluator: PolicyEvaluator {
+        lock.lock()
+        let table = policies
+        lock.unlock()
+        return PolicyEvaluator(policies: table)
+    }
+
+    /// True when the owner's keys were destroyed by a selective wipe (its files are hidden by
+    /// a mount and unreadable everywhere).
+    public func isWiped(owner: String) -> Bool {
+        guard !owner.isEmpty, let record = accountRecord(owner) else { return false }
+        return record.wipedAt != nil
+    }
+
+    // MARK: Files
+
+    /// The header and file key for a new file owned by `owner`: encrypted when the owner is
+    /// managed and its policy requires file encryption, plain-tagged otherwise.
+    /// - Throws: `.keyUnavailable` when a managed owner has no usable key.
+    public func newFileHeader(owner: String) throws -> (ProtectedFileHeader?, SymmetricKey?) {
+        let owner = AccountIdentity.canonical(owner)
+        if policyEvaluator.isFileEncryptionRequired(accountId: owner) {
+            let (keyId, accountKey) = try keys.currentKey(accountId: owner)
+            let (header, fileKey) = try ProtectedFileHeader.makeEncrypted(owner: owner, keyId: keyId, accountKey: accountKey)
+            return (header, fileKey)
+        }
+        return (try ProtectedFileHeader(plainOwner: owner), nil)
+    }
+
+    /// An encrypted header for `owner` regardless of policy (encryptFile).
+    /// - Throws: `.unmanagedIdentity` when the owner is not a managed account.
+    func newEncryptedHeader(owner: String) throws -> (ProtectedFileHeader, SymmetricKey) {
+        let owner = AccountIdentity.canonical(owner)
+        guard policyEvaluator.isManaged(accountId: owner) else {
+            throw MAMError.unmanagedIdentity("'\(owner.isEmpty ? "(empty)" : owner)' is not a managed (enrolled) account")
+        }
+        let (keyId, accountKey) = try keys.currentKey(accountId: owner)
+        return try ProtectedFileHeader.makeEncrypted(owner: owner, keyId: keyId, accountKey: accountKey)
+    }
+
+    /// The unwrapped file key of an encrypted header, nil for a plain one.
+    /// - Throws: `.keyUnavailable` (wiped or unknown owner), `.authenticationFailed` (tampered header).
+    public func fileKey(for header: ProtectedFileHeader) throws -> SymmetricKey? {
+        guard let encryption = header.encryption else { return nil }
+        let accountKey = try keys.key(accountId: header.owner, keyId: encryption.keyId)
+        return try header.unwrapFileKey(accountKey: accountKey)
+    }
+
+    /// Reads the header of an open backing file and returns its plaintext view.
+    public func openContent(fd: Int32) throws -> ProtectedFileContent {
+        let header = try ProtectedFileHeader.read(fd: fd)
+        return try ProtectedFileContent(fd: fd, header: header, fileKey: try header.flatMap { try fileKey(for: $0) })
+    }
+
+    /// The inherited-owner tag of a backing directory (`user.mam.owner`), nil when untagged.
+    public func directoryOwner(backingDirectoryFD fd: Int32) -> String? {
+        DirectoryOwner.read(fd: fd)
+    }
+
+    /// `mamfs protect` on a backing path (see `FileProtectionManager.protect`).
+    public func protect(path: String, accountId: String, recursive: Bool) throws {
+        try files.protect(path: path, accountId: accountId, recursive: recursive, progress: nil)
+    }
+
+    /// File protection (per path).
+    public var files: FileProtectionManager { FileProtectionManager(context: self) }
+    /// Data protection (per buffer).
+    public var data: DataProtectionManager { DataProtectionManager(context: self) }
+    /// Enrollment, policy and selective wipe.
+    public var enrollment: EnrollmentManager { EnrollmentManager(context: self) }
+}

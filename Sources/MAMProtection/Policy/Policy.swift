@@ -1,0 +1,195 @@
+import Foundation
+
+/// The protection policy the organisation assigns to one managed (enrolled) account.
+///
+/// Mirrors the per-account settings read through `IntuneMAMPolicy` (obtained from
+/// `IntuneMAMPolicyManager policyForAccountId:`): whether files must be encrypted, whether a
+/// file provider encrypts the copies it hands out, which incoming files the account may
+/// receive, and where its data may be saved to and opened from.
+///
+/// Policies are stored as JSON (schema in docs/POLICY.md). Unmanaged accounts have no policy.
+public struct Policy: Equatable, Sendable {
+    /// Every file the account saves is encrypted (mirrors `IntuneMAMPolicy isFileEncryptionRequired`).
+    public var fileEncryptionRequired: Bool
+    /// A file provider encrypts the local copies it provides for this account
+    /// (mirrors `IntuneMAMPolicy shouldFileProviderEncryptFiles`).
+    public var fileProviderEncryptFiles: Bool
+    /// Which incoming files the account may receive (drives `canReceiveSharedFile`).
+    public var receiveData: ReceiveDataPolicy
+    /// Where data owned by this account may be saved (drives `isSaveToAllowed`).
+    public var saveToLocations: Set<SaveLocation>
+    /// Where this account may open data from (drives `isOpenFromAllowed`).
+    public var openFromLocations: Set<OpenLocation>
+
+    /// Creates a policy; every parameter defaults to the value a missing JSON key takes.
+    public init(
+        fileEncryptionRequired: Bool = true,
+        fileProviderEncryptFiles: Bool = true,
+        receiveData: ReceiveDataPolicy = .all,
+        saveToLocations: Set<SaveLocation> = Set(SaveLocation.allCases),
+        openFromLocations: Set<OpenLocation> = Set(OpenLocation.allCases)
+    ) {
+        self.fileEncryptionRequired = fileEncryptionRequired
+        self.fileProviderEncryptFiles = fileProviderEncryptFiles
+        self.receiveData = receiveData
+        self.saveToLocations = saveToLocations
+        self.openFromLocations = openFromLocations
+    }
+
+    /// The demo's encrypting policy (same content as Tools/demo/policy-encrypt.json): files
+    /// encrypted, provider copies encrypted, only managed data received, saving limited to the
+    /// organisation's stores and the account's own documents, opening from those plus local storage.
+    public static let demoEncrypting = Policy(
+        fileEncryptionRequired: true,
+        fileProviderEncryptFiles: true,
+        receiveData: .managedOnly,
+        saveToLocations: [.oneDriveForBusiness, .sharePoint, .accountDocument],
+        openFromLocations: [.oneDriveForBusiness, .sharePoint, .accountDocument, .localStorage, .camera]
+    )
+
+    /// JSON key names of the schema.
+    enum Key {
+        static let fileEncryptionRequired = "fileEncryptionRequired"
+        static let fileProviderEncryptFiles = "fileProviderEncryptFiles"
+        static let receiveData = "receiveData"
+        static let saveToLocations = "saveToLocations"
+        static let openFromLocations = "openFromLocations"
+        static let all: Set<String> = [
+            fileEncryptionRequired, fileProviderEncryptFiles, receiveData, saveToLocations, openFromLocations,
+        ]
+    }
+
+    /// Parses a policy from JSON, strictly.
+    ///
+    /// - Parameters:
+    ///   - json: UTF-8 JSON; the top level must be an object whose keys are those of
+    ///     docs/POLICY.md. Missing keys take their defaults (see `init`). Location names and
+    ///     `receiveData` values are matched case-insensitively.
+    ///   - source: where the JSON came from (usually a file name); every error message names it.
+    /// - Throws: `MAMError.invalidArguments` with a one-line message naming `source` and the
+    ///   offending key, for: invalid JSON, a non-object top level, an unknown key, a value of the
+    ///   wrong type (a number where a boolean is expected is rejected), an unknown
+    ///   `receiveData` value, an unknown or repeated location name.
+    public static func parse(_ json: Data, source: String) throws -> Policy {
+        let top: Any
+        do {
+            top = try JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])
+        } catch {
+            throw invalid(source, "invalid JSON (\(oneLine(String(describing: error))))")
+        }
+        guard let object = top as? [String: Any] else {
+            throw invalid(source, "top level must be a JSON object, got \(describe(top))")
+        }
+        let unknown = object.keys.filter { !Key.all.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            let names = unknown.map { "'\(oneLine($0))'" }.joined(separator: ", ")
+            let allowed = Key.all.sorted().joined(separator: ", ")
+            throw invalid(source, "unknown key \(names) (allowed keys: \(allowed))")
+        }
+
+        var policy = Policy()
+        if let value = object[Key.fileEncryptionRequired] {
+            policy.fileEncryptionRequired = try bool(value, key: Key.fileEncryptionRequired, source: source)
+        }
+        if let value = object[Key.fileProviderEncryptFiles] {
+            policy.fileProviderEncryptFiles = try bool(value, key: Key.fileProviderEncryptFiles, source: source)
+        }
+        if let value = object[Key.receiveData] {
+            guard let name = value as? String else {
+                throw invalid(source, "key '\(Key.receiveData)': expected a string, got \(describe(value))")
+            }
+            guard let receive = ReceiveDataPolicy(parsing: name) else {
+                let allowed = ReceiveDataPolicy.allCases.map(\.rawValue).joined(separator: ", ")
+                throw invalid(source, "key '\(Key.receiveData)': '\(oneLine(name))' is not one of \(allowed)")
+            }
+            policy.receiveData = receive
+        }
+        if let value = object[Key.saveToLocations] {
+            policy.saveToLocations = try locations(value, key: Key.saveToLocations, source: source,
+                                                   parse: SaveLocation.init(parsing:))
+        }
+        if let value = object[Key.openFromLocations] {
+            policy.openFromLocations = try locations(value, key: Key.openFromLocations, source: source,
+                                                     parse: OpenLocation.init(parsing:))
+        }
+        return policy
+    }
+
+    /// The policy as JSON: pretty-printed, keys sorted, location arrays sorted by name, every
+    /// key present. `Policy.parse(p.jsonData(), source:)` gives back `p`.
+    public func jsonData() -> Data {
+        func list<L: RawRepresentable>(_ set: Set<L>) -> String where L.RawValue == String {
+            let names = set.map(\.rawValue).sorted()
+            if names.isEmpty { return "[]" }
+            return "[\n" + names.map { "    \"\($0)\"" }.joined(separator: ",\n") + "\n  ]"
+        }
+        // Keys in sorted order; every value is a bool or a known enum name, so no escaping is needed.
+        let members = [
+            "\"\(Key.fileEncryptionRequired)\": \(fileEncryptionRequired)",
+            "\"\(Key.fileProviderEncryptFiles)\": \(fileProviderEncryptFiles)",
+            "\"\(Key.openFromLocations)\": \(list(openFromLocations))",
+            "\"\(Key.receiveData)\": \"\(receiveData.rawValue)\"",
+            "\"\(Key.saveToLocations)\": \(list(saveToLocations))",
+        ]
+        let text = "{\n" + members.map { "  " + $0 }.joined(separator: ",\n") + "\n}\n"
+        return Data(text.utf8)
+    }
+
+    // MARK: - Parsing helpers
+
+    private static func invalid(_ source: String, _ message: String) -> MAMError {
+        .invalidArguments("policy \(oneLine(source)): \(message)")
+    }
+
+    /// Keeps error messages on one line whatever the input or the underlying error contains.
+    private static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
+
+    /// True only for a JSON `true`/`false`. Foundation hands both booleans and numbers back as
+    /// NSNumber, and on Linux `1 as? Bool` succeeds, so the boolean subclass is checked instead.
+    static func isJSONBool(_ value: Any) -> Bool {
+        guard let number = value as? NSNumber else { return false }
+        return type(of: number) == type(of: NSNumber(value: true))
+    }
+
+    private static func bool(_ value: Any, key: String, source: String) throws -> Bool {
+        guard isJSONBool(value), let flag = value as? Bool else {
+            throw invalid(source, "key '\(key)': expected true or false, got \(describe(value))")
+        }
+        return flag
+    }
+
+    private static func locations<L: Hashable>(
+        _ value: Any, key: String, source: String, parse: (String) -> L?
+    ) throws -> Set<L> where L: CaseIterable & RawRepresentable, L.RawValue == String {
+        guard let array = value as? [Any] else {
+            throw invalid(source, "key '\(key)': expected an array of location names, got \(describe(value))")
+        }
+        var result = Set<L>()
+        for (index, element) in array.enumerated() {
+            guard let name = element as? String else {
+                throw invalid(source, "key '\(key)': element \(index) must be a location name, got \(describe(element))")
+            }
+            guard let location = parse(name) else {
+                let allowed = L.allCases.map(\.rawValue).joined(separator: ", ")
+                throw invalid(source, "key '\(key)': '\(oneLine(name))' is not a location (allowed: \(allowed))")
+            }
+            guard result.insert(location).inserted else {
+                throw invalid(source, "key '\(key)': '\(location.rawValue)' is listed more than once")
+            }
+        }
+        return result
+    }
+
+    /// A short name of a JSON value's type for error messages.
+    static func describe(_ value: Any) -> String {
+        if value is NSNull { return "null" }
+        if isJSONBool(value) { return "a boolean" }
+        if value is NSNumber { return "a number" }
+        if value is String { return "a string" }
+        if value is [Any] { return "an array" }
+        if value is [String: Any] { return "an object" }
+        return "an unsupported value"
+    }
+}

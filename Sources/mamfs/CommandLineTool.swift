@@ -1,0 +1,128 @@
+import Foundation
+
+/// The `mamfs` command line: finds the verb, parses its arguments, runs it and turns errors into
+/// one stderr line and a sysexits code.
+enum CommandLineTool {
+    static let version = "0.1.0"
+
+    /// Every verb, in the order `mamfs --help` lists them.
+    static let verbs: [Verb] = [
+        InitCommand.verb,
+        AccountCommands.enroll,
+        AccountCommands.unenroll,
+        AccountCommands.accounts,
+        PolicyCommands.show,
+        PolicyCommands.set,
+        ProtectCommands.protect,
+        ProtectCommands.info,
+        ProtectCommands.encrypt,
+        ProtectCommands.decrypt,
+        DataCommands.protectData,
+        DataCommands.unprotectData,
+        AccountCommands.wipe,
+        MountCommands.mount,
+        MountCommands.unmount,
+    ]
+
+    static var helpText: String {
+        var lines = [
+            "usage: mamfs VERB [ARGUMENTS] [--state DIR]",
+            "",
+            "mamfs protects files the way mobile application management does: every file carries its",
+            "owner's accountId, files of the managed account are encrypted (AES-256-GCM), and a",
+            "selective wipe removes what the account owns.",
+            "",
+            "verbs:",
+        ]
+        for verb in verbs {
+            lines.append("  " + verb.usage[0])
+        }
+        lines += [
+            "",
+            "ACCOUNT is an accountId (GUID) or a UPN, in any case.",
+            "The state directory is --state DIR, else $MAMFS_STATE, else $XDG_DATA_HOME/mamfs, else",
+            "~/.local/share/mamfs. 'mamfs VERB --help' describes a verb.",
+            "",
+            "exit codes: 0 ok, 64 usage, 65 corrupt or tampered data, 66 missing input, 70 internal",
+            "error, 73 cannot create output, 77 denied by policy or key unavailable.",
+        ]
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Runs the command line `arguments` (without the program name); returns the exit code.
+    static func run(_ arguments: [String], environment: [String: String]) -> Int32 {
+        guard let first = arguments.first else {
+            Output.error("mamfs: missing verb")
+            Output.error("Try 'mamfs --help'.")
+            return ExitCode.usage
+        }
+        switch first {
+        case "--help", "-h", "help":
+            Output.out(helpText)
+            return ExitCode.ok
+        case "--version":
+            Output.line("mamfs \(version)")
+            return ExitCode.ok
+        default:
+            break
+        }
+
+        var rest = Array(arguments.dropFirst())
+        var name = first
+        if first == "policy" {
+            guard let sub = rest.first else {
+                Output.error("mamfs: policy: missing 'show' or 'set'")
+                Output.error("Try 'mamfs policy --help'.")
+                return ExitCode.usage
+            }
+            if sub == "--help" || sub == "-h" {
+                Output.out(PolicyCommands.groupHelp)
+                return ExitCode.ok
+            }
+            guard sub == "show" || sub == "set" else {
+                Output.error("mamfs: policy: unknown sub-command '\(sub)' (expected 'show' or 'set')")
+                Output.error("Try 'mamfs policy --help'.")
+                return ExitCode.usage
+            }
+            name = "policy \(sub)"
+            rest.removeFirst()
+        }
+
+        guard let verb = verbs.first(where: { $0.name == name }) else {
+            if first.hasPrefix("-") {
+                Output.error("mamfs: unknown option '\(first)'")
+            } else {
+                Output.error("mamfs: unknown verb '\(first)'")
+            }
+            Output.error("Try 'mamfs --help'.")
+            return ExitCode.usage
+        }
+        return run(verb, rest, environment: environment)
+    }
+
+    static func run(_ verb: Verb, _ arguments: [String], environment: [String: String]) -> Int32 {
+        do {
+            let parsed = try parseArguments(arguments, spec: verb.spec)
+            if parsed.wantsHelp {
+                Output.out(verb.helpText)
+                return ExitCode.ok
+            }
+            if let state = parsed.state, state.isEmpty {
+                throw UsageError("--state needs a directory")
+            }
+            let invocation = Invocation(verb: verb.name, environment: environment, explicitState: parsed.state)
+            return try verb.run(parsed, invocation)
+        } catch let error as UsageError {
+            Output.error("mamfs: \(verb.name): \(error.message)")
+            Output.error("Try 'mamfs \(verb.name) --help'.")
+            return ExitCode.usage
+        } catch let failure as CommandFailure {
+            Output.error(failure.line(verb: verb.name))
+            return failure.exitCode
+        } catch {
+            let failure = CommandFailure(subject: nil, error: error)
+            Output.error(failure.line(verb: verb.name))
+            return failure.exitCode
+        }
+    }
+}

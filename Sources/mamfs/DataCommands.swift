@@ -1,0 +1,53 @@
+import Foundation
+import MAMProtection
+
+/// `protect-data` and `unprotect-data`: buffer protection from stdin to stdout.
+enum DataCommands {
+    static let protectData = Verb(
+        "protect-data",
+        usage: ["mamfs protect-data --account ACCOUNT [--base64] [--state DIR]"],
+        summary: "Protect the bytes on stdin for ACCOUNT (accountId or UPN; '' for unmanaged) and write the result to stdout. Data of a managed account is encrypted; for an unmanaged one a header naming the identity is added and the data stays plain.",
+        options: ["--account ACCOUNT       the owner of the data; '' for unmanaged",
+                  "--base64                write the result as base64 text (one line)"],
+        spec: ArgumentSpec(flags: ["--base64"], options: ["--account"]),
+        run: runProtect)
+
+    static let unprotectData = Verb(
+        "unprotect-data",
+        usage: ["mamfs unprotect-data [--base64] [--state DIR]"],
+        summary: "Read protected bytes from stdin and write the plaintext to stdout. Input that was never protected is written back unchanged.",
+        options: ["--base64                the input is base64 text (as written by protect-data --base64)"],
+        spec: ArgumentSpec(flags: ["--base64"]),
+        run: runUnprotect)
+
+    static func runProtect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        guard let account = arguments.value("--account") else {
+            throw UsageError("missing --account ACCOUNT (use --account '' for unmanaged)")
+        }
+        let context = try invocation.openContext()
+        let accountId = try ProtectCommands.resolve(account, in: context)
+        let input = Output.readStandardInput()
+        let protected = try attempt("stdin") { try context.data.protect(input, accountId: accountId) }
+        if arguments.flag("--base64") {
+            Output.line(protected.base64EncodedString())
+        } else {
+            Output.bytes(protected)
+        }
+        return ExitCode.ok
+    }
+
+    static func runUnprotect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let context = try invocation.openContext()
+        var input = Output.readStandardInput()
+        if arguments.flag("--base64") {
+            let text = String(decoding: input, as: UTF8.self).filter { !$0.isWhitespace }
+            guard let decoded = Data(base64Encoded: text) else {
+                throw CommandFailure(subject: "stdin", message: "input is not base64", exitCode: ExitCode.dataError)
+            }
+            input = decoded
+        }
+        let plain = try attempt("stdin") { try context.data.unprotect(input) }
+        Output.bytes(plain)
+        return ExitCode.ok
+    }
+}

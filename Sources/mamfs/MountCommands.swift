@@ -1,0 +1,93 @@
+import Foundation
+import MAMFS
+import MAMProtection
+
+/// `mount` and `unmount`: the FUSE overlay of the MAMFS module.
+enum MountCommands {
+    static let mount = Verb(
+        "mount",
+        usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]"],
+        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. Returns once the mount answers unless -f.",
+        options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged)",
+                  "-f                      stay in the foreground until unmounted (SIGINT/SIGTERM unmount)",
+                  "-o OPTIONS              FUSE options, comma-separated (allow_other, ro, default_permissions,",
+                  "                        attr_timeout=S, entry_timeout=S, ...); repeatable"],
+        spec: ArgumentSpec(flags: ["-f"], options: ["--account"], repeatable: ["-o"], positionals: 2...2),
+        run: runMount)
+
+    static let unmount = Verb(
+        "unmount",
+        usage: ["mamfs unmount MOUNTPOINT [--state DIR]"],
+        summary: "Unmount a mamfs mount (fusermount3 -u, lazily if it is busy).",
+        spec: ArgumentSpec(positionals: 1...1),
+        run: runUnmount)
+
+    static func runMount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let backing = arguments.positionals[0]
+        let mountpoint = arguments.positionals[1]
+        let context = try invocation.openContext()
+        let options = MountOptions(backingDirectory: backing, mountpoint: mountpoint,
+                                   account: arguments.value("--account") ?? "",
+                                   foreground: arguments.flag("-f"),
+                                   fuseOptions: arguments.values("-o"),
+                                   stateDirectory: invocation.stateDirectory.url.path,
+                                   passphraseFile: invocation.passphraseFile)
+        do {
+            return try MountCommand.run(options: options, context: context)
+        } catch let failure as MountFailure {
+            throw CommandFailure(subject: mountpoint, message: failure.description, exitCode: failure.exitCode)
+        } catch {
+            throw CommandFailure(subject: mountpoint, error: error)
+        }
+    }
+
+    static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let mountpoint = arguments.positionals[0]
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CommandFailure(subject: mountpoint, message: "no such directory", exitCode: ExitCode.noInput)
+        }
+        guard isFuseMount(mountpoint) else {
+            throw CommandFailure(subject: mountpoint, message: "not a mamfs mount", exitCode: ExitCode.noInput)
+        }
+        do {
+            try MountCommand.unmount(mountpoint: mountpoint)
+        } catch {
+            throw CommandFailure(subject: mountpoint, message: "cannot unmount: not a mamfs mount, or not yours",
+                                 exitCode: ExitCode.noInput)
+        }
+        return ExitCode.ok
+    }
+
+    /// True when /proc/self/mountinfo lists `path` (resolved) as a FUSE mount, so `unmount`
+    /// answers "not a mamfs mount" itself instead of passing fusermount3's complaints through.
+    static func isFuseMount(_ path: String) -> Bool {
+        guard let resolved = realpath(path, nil) else { return false }
+        let target = String(cString: resolved)
+        free(resolved)
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return true }
+        for line in table.split(separator: "\n") {
+            // fields: id parent major:minor root mountpoint options... - fstype source superoptions
+            let fields = line.split(separator: " ").map(String.init)
+            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            if unescapeMountField(fields[4]) == target && fields[dash + 1].hasPrefix("fuse") { return true }
+        }
+        return false
+    }
+
+    /// Undoes the octal escapes (\040 for a space...) of /proc/self/mountinfo.
+    static func unescapeMountField(_ field: String) -> String {
+        var bytes: [UInt8] = []
+        var input = Array(field.utf8)[...]
+        while let byte = input.popFirst() {
+            if byte == UInt8(ascii: "\\"), input.count >= 3,
+               let value = UInt8(String(decoding: input.prefix(3), as: UTF8.self), radix: 8) {
+                bytes.append(value)
+                input = input.dropFirst(3)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

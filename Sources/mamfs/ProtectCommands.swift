@@ -1,0 +1,138 @@
+import Foundation
+import MAMProtection
+
+/// `protect`, `info`, `encrypt` and `decrypt`: file protection on real paths.
+enum ProtectCommands {
+    static let protect = Verb(
+        "protect",
+        usage: ["mamfs protect PATH... --account ACCOUNT [-R] [--state DIR]"],
+        summary: "Set the owner of each PATH to ACCOUNT (accountId or UPN). Files of a managed account whose policy requires encryption are encrypted; --account '' makes files unmanaged (decrypting them). A protected directory passes its owner to new files created in it.",
+        options: ["--account ACCOUNT       the new owner; '' for unmanaged",
+                  "-R                      also protect everything below each directory"],
+        spec: ArgumentSpec(flags: ["-R"], options: ["--account"], atLeast: 1),
+        run: runProtect)
+
+    static let info = Verb(
+        "info",
+        usage: ["mamfs info PATH... [--json] [--state DIR]"],
+        summary: "Show the owner, encryption state, plaintext size and stored size of each PATH.",
+        options: ["--json                  print a JSON array of {path, owner, encrypted, size, storedSize};",
+                  "                        owner is null for untagged files and \"\" for unmanaged ones"],
+        spec: ArgumentSpec(flags: ["--json"], atLeast: 1),
+        run: runInfo)
+
+    static let encrypt = Verb(
+        "encrypt",
+        usage: ["mamfs encrypt FILE --account ACCOUNT [-o OUT] [--state DIR]"],
+        summary: "Encrypt FILE for the managed account ACCOUNT (accountId or UPN), in place unless -o is given.",
+        options: ["--account ACCOUNT       the managed account that will own the file",
+                  "-o OUT                  write the encrypted file to OUT and leave FILE as it is"],
+        spec: ArgumentSpec(options: ["--account", "-o"], positionals: 1...1),
+        run: runEncrypt)
+
+    static let decrypt = Verb(
+        "decrypt",
+        usage: ["mamfs decrypt FILE [-o COPY] [--state DIR]"],
+        summary: "Decrypt FILE, in place unless -o is given.",
+        options: ["-o COPY                 write the plaintext to COPY and leave FILE as it is"],
+        spec: ArgumentSpec(options: ["-o"], positionals: 1...1),
+        run: runDecrypt)
+
+    static func runProtect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        guard let account = arguments.value("--account") else {
+            throw UsageError("missing --account ACCOUNT (use --account '' for unmanaged)")
+        }
+        let recursive = arguments.flag("-R")
+        let context = try invocation.openContext()
+        let accountId = try resolve(account, in: context)
+        var exitCode = ExitCode.ok
+        for path in arguments.positionals {
+            let progress = ProgressLine(prefix: "mamfs: protect: \(path): ")
+            do {
+                try attempt(path) {
+                    try context.files.protect(path: path, accountId: accountId, recursive: recursive,
+                                              progress: recursive ? { progress.update("\($0) files") } : nil)
+                }
+                progress.finish()
+            } catch let failure as CommandFailure {
+                progress.finish()
+                invocation.report(failure)
+                if exitCode == ExitCode.ok { exitCode = failure.exitCode }
+            }
+        }
+        return exitCode
+    }
+
+    static func runInfo(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let context = try invocation.openContext()
+        var exitCode = ExitCode.ok
+        var infos: [FileProtectionInfo] = []
+        for path in arguments.positionals {
+            do {
+                infos.append(try attempt(path) { try context.files.info(path: path) })
+            } catch let failure as CommandFailure {
+                invocation.report(failure)
+                if exitCode == ExitCode.ok { exitCode = failure.exitCode }
+            }
+        }
+        if arguments.flag("--json") {
+            let objects: [[String: Any]] = infos.map { info in
+                ["path": info.path,
+                 "owner": info.owner.map { $0 as Any } ?? NSNull(),
+                 "encrypted": info.encrypted,
+                 "size": info.size,
+                 "storedSize": info.storedSize]
+            }
+            Output.out(try JSON.text(objects))
+        } else if !infos.isEmpty {
+            let upns = Dictionary((try? context.enrollment.accounts())?.compactMap { record in
+                record.upn.map { (record.accountId, $0) }
+            } ?? [], uniquingKeysWith: { first, _ in first })
+            var rows = [["OWNER", "ENCRYPTED", "SIZE", "STORED", "PATH"]]
+            for info in infos {
+                rows.append([ownerText(info.owner, upns: upns), info.encrypted ? "yes" : "no",
+                             String(info.size), String(info.storedSize), info.path])
+            }
+            Output.out(Output.table(rows))
+        }
+        return exitCode
+    }
+
+    static func runEncrypt(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        guard let account = arguments.value("--account") else {
+            throw UsageError("missing --account ACCOUNT")
+        }
+        let path = arguments.positionals[0]
+        let output = arguments.value("-o")
+        if output == "" { throw UsageError("-o needs a file name") }
+        let context = try invocation.openContext()
+        let accountId = try resolve(account, in: context)
+        try attempt(path) { try context.files.encryptFile(path: path, forAccountId: accountId, output: output) }
+        return ExitCode.ok
+    }
+
+    static func runDecrypt(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let path = arguments.positionals[0]
+        let copy = arguments.value("-o")
+        if copy == "" { throw UsageError("-o needs a file name") }
+        let context = try invocation.openContext()
+        try attempt(path) { try context.files.decryptFile(path: path, toCopyPath: copy) }
+        return ExitCode.ok
+    }
+
+    /// The owner for an `--account` value: "" stays "" (unmanaged), a registered accountId or UPN
+    /// (any case) becomes its accountId, an unregistered accountId is an unmanaged identity, an
+    /// unregistered UPN is an unknown account (77).
+    static func resolve(_ account: String, in context: ProtectionContext) throws -> String {
+        try attempt(account) { try context.resolveOwner(account) }
+    }
+
+    /// The owner column of `info`: "-" untagged, "(unmanaged)" for the empty identity, else the
+    /// accountId with its UPN when known.
+    static func ownerText(_ owner: String?, upns: [String: String]) -> String {
+        guard let owner else { return "-" }
+        if owner.isEmpty { return "(unmanaged)" }
+        if let upn = upns[owner.lowercased()] { return "\(owner) (\(upn))" }
+        return owner
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+
+/// True when this process may open /dev/fuse (mount tests need it).
+private let fuseUsable: Bool = {
+    let fd = open("/dev/fuse", O_RDWR)
+    if fd >= 0 { close(fd) }
+    return fd >= 0
+}()
+
+@Suite("CLI: mount and unmount")
+struct MountTests {
+    /// Lazily unmounts `mountpoint` whatever state it is in, so a failed test leaves no mount.
+    static func forceUnmount(_ mountpoint: String) {
+        _ = try? runProcess("/usr/bin/env", ["fusermount3", "-uz", mountpoint], stdin: Data(),
+                            environment: ProcessInfo.processInfo.environment)
+    }
+
+    @Test("mount shows plaintext, stores ciphertext, and unmount ends it", .enabled(if: fuseUsable))
+    func mountRoundTrip() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let backing = sandbox.path("backing")
+        let mountpoint = sandbox.path("mnt")
+        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        defer { Self.forceUnmount(mountpoint) }
+
+        let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn])
+        #expect(mount.status == 0, "\(mount.err)")
+        guard mount.status == 0 else { return }
+        let original = try Data(contentsOf: URL(fileURLWithPath: Fixtures.gpl3))
+        try original.write(to: URL(fileURLWithPath: mountpoint + "/GPL-3"))
+        #expect(try sandbox.read(mountpoint + "/GPL-3") == original)
+        #expect(!(try sandbox.read(backing + "/GPL-3").contains(Fixtures.gplPhrase)))
+        let info = try jsonArray(try sandbox.run(["info", "--json", backing + "/GPL-3"]))
+        #expect(info.first?["owner"] as? String == Fixtures.account)
+        #expect(info.first?["encrypted"] as? Bool == true)
+        #expect((info.first?["size"] as? NSNumber)?.intValue == original.count)
+
+        let unmount = try sandbox.run(["unmount", mountpoint])
+        #expect(unmount.status == 0, "\(unmount.err)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mountpoint).isEmpty)
+        let again = try sandbox.run(["unmount", mountpoint])
+        #expect(again.status == 66)
+        #expect(again.errLines == ["mamfs: unmount: \(mountpoint): not a mamfs mount"])
+    }
+
+    @Test("mount refuses a missing mountpoint (66), a non-empty one (64) and an unknown account (77)")
+    func mountErrors() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let backing = sandbox.path("backing")
+        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
+        let missing = try sandbox.run(["mount", backing, sandbox.path("no-mnt")])
+        #expect(missing.status == 66)
+        #expect(missing.errLines.count == 1)
+        #expect(missing.err.contains(sandbox.path("no-mnt")))
+
+        let full = sandbox.path("full")
+        try sandbox.write("full/file", "x")
+        defer { Self.forceUnmount(full) }
+        let notEmpty = try sandbox.run(["mount", backing, full])
+        #expect(notEmpty.status == 64)
+        #expect(notEmpty.errLines.count == 1)
+        #expect(notEmpty.err.contains("not empty"))
+
+        let empty = sandbox.path("empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        defer { Self.forceUnmount(empty) }
+        let unknown = try sandbox.run(["mount", backing, empty, "--account", "nobody@contoso.com"])
+        #expect(unknown.status == 77)
+        #expect(unknown.errLines.count == 1)
+
+        let noBacking = try sandbox.run(["mount", sandbox.path("no-backing"), empty])
+        #expect(noBacking.status == 66)
+    }
+
+    @Test("unmount of a directory that is not mounted exits 66 with one line")
+    func unmountNotMounted() throws {
+        let sandbox = try Sandbox()
+        let directory = sandbox.path("plain-dir")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let result = try sandbox.run(["unmount", directory])
+        #expect(result.status == 66)
+        #expect(result.errLines == ["mamfs: unmount: \(directory): not a mamfs mount"])
+        let missing = try sandbox.run(["unmount", sandbox.path("nope")])
+        #expect(missing.status == 66)
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+
+@Suite("CLI: wipe and unenroll")
+struct WipeTests {
+    /// A tree under `root` with managed, unmanaged-tagged and untagged files.
+    struct Tree {
+        let managed: [String]
+        let unmanaged: [String]
+        let untagged: [String]
+    }
+
+    func makeTree(_ sandbox: Sandbox, root: String) throws -> Tree {
+        let managed = try [
+            sandbox.write("\(root)/work/report.txt", "corporate report\n"),
+            sandbox.write("\(root)/work/deep/plan.txt", "corporate plan\n"),
+            sandbox.write("\(root)/mixed/budget.csv", "1,2,3\n"),
+        ]
+        let unmanaged = try [sandbox.write("\(root)/mixed/holiday.txt", "personal\n")]
+        let untagged = try [sandbox.write("\(root)/mixed/readme.txt", "untagged\n"),
+                            sandbox.write("\(root)/other/notes.txt", "notes\n")]
+        #expect(try sandbox.run(["protect", sandbox.path("\(root)/work"), "-R", "--account", Fixtures.upn]).status == 0)
+        #expect(try sandbox.run(["protect", managed[2], "--account", Fixtures.account]).status == 0)
+        #expect(try sandbox.run(["protect", unmanaged[0], "--account", ""]).status == 0)
+        return Tree(managed: managed, unmanaged: unmanaged, untagged: untagged)
+    }
+
+    @Test("wipe --root removes the account's files, keeps the others, destroys the keys (77 afterwards)")
+    func wipeRoot() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        // Files placed after protect, so only --root can find them.
+        let tree = try makeTree(sandbox, root: "tree")
+        let outside = sandbox.path("elsewhere/report-copy.txt")
+        try FileManager.default.createDirectory(atPath: sandbox.path("elsewhere"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: tree.managed[0], toPath: outside)
+        let late = try sandbox.write("late/extra.bin", Fixtures.binary(5000))
+        #expect(try sandbox.run(["encrypt", late, "--account", Fixtures.account]).status == 0)
+
+        let result = try sandbox.run(["wipe", Fixtures.upn, "--root", sandbox.path("tree"), "--root", sandbox.path("late")])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.stderr.isEmpty, "no progress when stderr is not a terminal")
+        #expect(result.out.contains("removed"))
+        for path in tree.managed + [late] { #expect(!sandbox.exists(path), "\(path) wiped") }
+        for path in tree.unmanaged + tree.untagged { #expect(sandbox.exists(path), "\(path) kept") }
+        #expect(try sandbox.read(tree.unmanaged[0]).contains("personal"))
+        #expect(try sandbox.read(tree.untagged[0]) == Data("untagged\n".utf8))
+
+        // The copy outside every root still exists but can no longer be read.
+        let decrypt = try sandbox.run(["decrypt", outside, "-o", sandbox.path("recovered")])
+        #expect(decrypt.status == 77, "\(decrypt.err)")
+        #expect(decrypt.errLines.count == 1)
+        #expect(decrypt.err.contains("key unavailable"))
+        #expect(!sandbox.exists(sandbox.path("recovered")))
+
+        let accounts = try jsonArray(try sandbox.run(["accounts", "--json"]))
+        #expect(accounts.first?["managed"] as? Bool == false)
+    }
+
+    @Test("wipe finds protected paths without --root (known roots)")
+    func wipeKnownRoots() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let tree = try makeTree(sandbox, root: "known")
+        let result = try sandbox.run(["wipe", Fixtures.account])
+        #expect(result.status == 0, "\(result.err)")
+        for path in tree.managed { #expect(!sandbox.exists(path), "\(path) wiped") }
+        for path in tree.unmanaged + tree.untagged { #expect(sandbox.exists(path), "\(path) kept") }
+    }
+
+    @Test("protected data of a wiped account cannot be unprotected (77)")
+    func wipedData() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let protected = try sandbox.run(["protect-data", "--account", Fixtures.account], stdin: Data("secret".utf8)).stdout
+        #expect(try sandbox.run(["wipe", Fixtures.account]).status == 0)
+        let result = try sandbox.run(["unprotect-data"], stdin: protected)
+        #expect(result.status == 77)
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("wipe of an unknown account exits 77; a --root that does not exist exits 66")
+    func wipeErrors() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let unknown = try sandbox.run(["wipe", "nobody@contoso.com"])
+        #expect(unknown.status == 77)
+        #expect(unknown.errLines.count == 1)
+        let missingRoot = sandbox.path("no-root")
+        let badRoot = try sandbox.run(["wipe", Fixtures.account, "--root", missingRoot])
+        #expect(badRoot.status == 66)
+        #expect(badRoot.err == "mamfs: wipe: \(missingRoot): no such directory\n")
+        let accounts = try jsonArray(try sandbox.run(["accounts", "--json"]))
+        #expect(accounts.first?["managed"] as? Bool == true, "nothing was wiped")
+    }
+
+    @Test("unenroll without --wipe keeps files readable; with --wipe removes them")
+    func unenroll() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let file = try sandbox.write("keep/doc.txt", "still mine\n")
+        #expect(try sandbox.run(["protect", file, "--account", Fixtures.account]).status == 0)
+        let plain = try sandbox.run(["unenroll", Fixtures.upn])
+        #expect(plain.status == 0, "\(plain.err)")
+        #expect(sandbox.exists(file))
+        let copy = sandbox.path("copy.txt")
+        #expect(try sandbox.run(["decrypt", file, "-o", copy]).status == 0)
+        #expect(try sandbox.read(copy) == Data("still mine\n".utf8))
+
+        // Enroll again, then unenroll with a wipe.
+        let policy = try sandbox.write("p.json", Fixtures.encryptingPolicy)
+        #expect(try sandbox.run(["enroll", Fixtures.account, "--policy", policy]).status == 0)
+        let wiped = try sandbox.run(["unenroll", Fixtures.account, "--wipe", "--root", sandbox.path("keep")])
+        #expect(wiped.status == 0, "\(wiped.err)")
+        #expect(wiped.out.contains("Wiped"))
+        #expect(!sandbox.exists(file))
+        #expect(sandbox.exists(copy))
+    }
+}

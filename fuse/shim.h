@@ -1,0 +1,29 @@
+#ifndef MAMFS_FUSE_SHIM_H
+#define MAMFS_FUSE_SHIM_H
+#define FUSE_USE_VERSION 312
+/* Same feature macros as Sources/CSystem/shim.h, so both modules agree on glibc's structs. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <stddef.h>
+#include <stdio.h>
+#include <fuse3/fuse_lowlevel.h>
+
+/* FUSE_BUFVEC_INIT is a macro Swift cannot import. */
+static inline struct fuse_bufvec mamfs_fuse_bufvec_init(size_t size) {
+    struct fuse_bufvec bufvec = FUSE_BUFVEC_INIT(size);
+    return bufvec;
+}
+
+/* FUSE_ROOT_ID is a macro Swift does not import. */
+static const unsigned long mamfs_FUSE_ROOT_ID = FUSE_ROOT_ID;
+
+/* Writes a diagnostic line to stderr (Swift 6 rejects the global `stderr`). */
+static inline void mamfs_log_line(const char *line) {
+    fputs(line, stderr);
+    fflush(stderr);
+}
+static inline void mamfs_flush_stdio(void) {
+    fflush(NULL);
+}
+#endif
