@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import MAMProtection
 

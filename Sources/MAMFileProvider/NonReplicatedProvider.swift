@@ -158,6 +158,7 @@ public final class NonReplicatedProvider: Sendable {
                 }
             } else if FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(path: child),
                       !remoteIds.contains(attributes.identifier) {
+                try? binding.database.remove(attributes.identifier)
                 if attributes.hasLocalChanges(st) {
                     LocalItemAttributes.clear(path: child)
                 } else if unlink(child) == 0 {
@@ -178,6 +179,7 @@ public final class NonReplicatedProvider: Sendable {
                                              size: item.size, isPlaceholder: true, stamp: nil)
         try attributes.write(fd: fd)
         fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
+        remember(item, at: path)
         if replacing {
             try temp.move(to: path)
         } else {
@@ -230,6 +232,7 @@ public final class NonReplicatedProvider: Sendable {
         let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
                                              size: item.size, isPlaceholder: false, stamp: LocalStamp(st))
         try attributes.write(fd: fd)
+        remember(item, at: path)
         guard stillWanted() else {
             throw MAMError.system("\(path) changed while it was being provided", errno: EAGAIN)
         }
@@ -263,7 +266,7 @@ public final class NonReplicatedProvider: Sendable {
             }
             guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
             guard FileSystem.isRegular(st) else { return nil }
-            guard let attributes = LocalItemAttributes.read(path: localPath) else {
+            guard let attributes = LocalItemAttributes.read(path: localPath) ?? recalled(relative) else {
                 return try uploadNew(localPath: localPath, relative: relative, stamp: LocalStamp(st))
             }
             guard attributes.hasLocalChanges(st), let base = attributes.contentVersion else { return nil }
@@ -287,6 +290,25 @@ public final class NonReplicatedProvider: Sendable {
         let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
                                              size: item.size, isPlaceholder: false, stamp: stamp)
         try attributes.write(path: localPath)
+        remember(item, at: localPath)
+    }
+
+    /// Keeps a copy of an item's identity by local path in the database. The xattrs are the
+    /// primary record; this copy lets `itemChanged` recognise a file replaced by an editor's
+    /// save-by-rename (a new inode without the xattrs) as a change of the same item.
+    private func remember(_ item: RemoteItem, at path: String) {
+        guard let relative = layout.relativePath(of: path) else { return }
+        let record = ItemRecord(identifier: item.identifier, parent: item.parentIdentifier, filename: item.filename,
+                                type: item.type, size: item.size, version: item.version, owner: binding.accountId,
+                                localPath: relative, local: LocalStamp(inode: 0, size: 0, mtime: 0))
+        try? binding.database.upsert(record)
+    }
+
+    /// The identity last recorded for `relative`, as attributes of a changed materialized file.
+    private func recalled(_ relative: String) -> LocalItemAttributes? {
+        guard let record = try? binding.database.item(localPath: relative), record.type == .file else { return nil }
+        return LocalItemAttributes(identifier: record.identifier, contentVersion: record.version.contentVersion,
+                                   size: record.size, isPlaceholder: false, stamp: nil)
     }
 
     /// Uploads a local file that has no remote item yet (created in the mount, or its item was
@@ -346,6 +368,61 @@ public final class NonReplicatedProvider: Sendable {
         return item.identifier
     }
 
+    // MARK: Deletes and moves
+
+    /// Deletes the remote item of a local item the mount removed (read the identifier and
+    /// version with `LocalItemAttributes.read` before unlinking). If the remote changed since
+    /// `baseVersion` it is kept (the next `createPlaceholders` shows it again): a local delete
+    /// never destroys remote changes the user has not seen.
+    /// Mirrors `NSFileProviderExtension deleteItemWithIdentifier:completionHandler:`.
+    /// - Throws: remote errors as `MAMError` (`.system(EBUSY)` for the kept-because-changed case,
+    ///   `.system(EHOSTUNREACH)`, `.system(EROFS)`); a missing remote item is not an error.
+    public func deleteItem(withIdentifier identifier: ItemIdentifier, baseVersion: String?) throws {
+        try ProviderError.mapped {
+            do {
+                try binding.remote.delete(identifier, baseVersion: baseVersion)
+            } catch RemoteError.notFound {
+            }
+            try? binding.database.remove(identifier)
+        }
+    }
+
+    /// Moves the remote item after the mount renamed or moved a local item to `localPath`
+    /// (the xattrs moved with it): a metadata change on the remote, the contents are not sent
+    /// again. Identifiers the remote changes (path-keyed stores) are written back, for a
+    /// directory to everything below it too.
+    /// Mirrors `renameItemWithIdentifier:toName:` and `reparentItemWithIdentifier:toParentItemWithIdentifier:newName:`.
+    /// - Returns: the item at its new place.
+    /// - Throws: `.invalidArguments` (not a provider item), remote errors as `MAMError`
+    ///   (`.system(EBUSY)` when the new name is taken on the remote).
+    @discardableResult
+    public func itemMoved(localPath: String) throws -> FileProviderItem {
+        try ProviderError.mapped {
+            guard let relative = layout.relativePath(of: localPath), !relative.isEmpty,
+                  let id = FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute) else {
+                throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
+            }
+            let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative))
+            let item = try binding.remote.move(ItemIdentifier(id), toParent: parent, newName: FileSystem.lastComponent(relative))
+            try FileSystem.setAttribute(localPath, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
+            try? binding.database.remove(ItemIdentifier(id))
+            remember(item, at: localPath)
+            if item.type == .directory {
+                var relativeIds: [ItemIdentifier: String] = [item.identifier: ""]
+                for child in try binding.remote.enumerateTree(from: item.identifier) {
+                    guard let parentPath = relativeIds[child.parentIdentifier] else { continue }
+                    let childRelative = parentPath.isEmpty ? child.filename : parentPath + "/" + child.filename
+                    relativeIds[child.identifier] = childRelative
+                    let childPath = localPath + "/" + childRelative
+                    guard FileSystem.getAttribute(childPath, LocalItemAttributes.itemAttribute) != nil else { continue }
+                    try FileSystem.setAttribute(childPath, LocalItemAttributes.itemAttribute, child.identifier.rawValue)
+                    if child.type == .file { remember(child, at: childPath) }
+                }
+            }
+            return domain.protectFileProviderItem(item)
+        }
+    }
+
     // MARK: Eviction
 
     /// Drops the local contents of a materialized file and leaves a placeholder (same name,
@@ -354,13 +431,17 @@ public final class NonReplicatedProvider: Sendable {
     /// - Throws: `.invalidArguments` (not a provider item, or a directory);
     ///   `.system(EBUSY)` when the file has changes not uploaded yet (nothing is dropped).
     public func stopProvidingItem(localPath: String) throws {
-        try Self.evict(localPath: localPath, layout: layout)
+        try Self.evict(localPath: localPath, layout: layout, database: binding.database)
     }
 
     /// Eviction without an open provider (for `mamfs provider evict`).
-    static func evict(localPath: String, layout: ProviderLayout) throws {
+    static func evict(localPath: String, layout: ProviderLayout, database: ProviderDatabase) throws {
         guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
         guard FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(path: localPath) else {
+            if let relative = layout.relativePath(of: localPath), (try? database.item(localPath: relative)) != nil {
+                // Replaced by a save-by-rename and not uploaded yet.
+                throw MAMError.system("\(localPath) has changes that are not uploaded yet; not evicted", errno: EBUSY)
+            }
             throw MAMError.invalidArguments("\(localPath) is not a file-provider file")
         }
         guard !attributes.isPlaceholder else { return }

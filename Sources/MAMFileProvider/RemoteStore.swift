@@ -7,8 +7,11 @@ import MAMProtection
 /// `LocalDirectoryRemote` it is the path relative to the remote root). `rootContainer` names
 /// the root of every store.
 public struct ItemIdentifier: RawRepresentable, Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
+    /// The store's name for the item.
     public let rawValue: String
+    /// Wraps a store's name for an item.
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// Wraps a store's name for an item.
     public init(_ rawValue: String) { self.rawValue = rawValue }
 
     /// The root container (mirrors `NSFileProviderItemIdentifier.rootContainer`).
@@ -39,7 +42,9 @@ public enum ItemType: String, Codable, Sendable {
 /// the bytes change, `metadataVersion` when the name, place or attributes change. Opaque
 /// strings compared for equality only.
 public struct ItemVersion: Hashable, Codable, Sendable {
+    /// Changes whenever the bytes change.
     public var contentVersion: String
+    /// Changes whenever the name, place or attributes change.
     public var metadataVersion: String
     public init(contentVersion: String, metadataVersion: String) {
         self.contentVersion = contentVersion
@@ -50,12 +55,17 @@ public struct ItemVersion: Hashable, Codable, Sendable {
 /// One item as the remote store describes it. Plain bytes only: a remote never holds
 /// protected files, so it has no owner; the domain gives items their owner (`FileProviderItem`).
 public struct RemoteItem: Hashable, Sendable {
+    /// The item's identifier in the store.
     public var identifier: ItemIdentifier
+    /// The containing directory (`.rootContainer` at the top).
     public var parentIdentifier: ItemIdentifier
+    /// The name inside the parent.
     public var filename: String
+    /// File, directory or symlink.
     public var type: ItemType
     /// Size in bytes of the remote contents (0 for directories; the target length for symlinks).
     public var size: Int64
+    /// Content and metadata versions.
     public var version: ItemVersion
     /// Permission bits (`st_mode & 0o7777`) when the store knows them, else nil.
     public var mode: UInt32?

@@ -20,7 +20,8 @@ import MAMProtection
 /// retried next pass); a wiped account or a remote on another volume is refused before
 /// anything is compared, so neither can turn into mass deletions.
 ///
-/// Thread-safe: passes are serialized.
+/// Thread-safe: passes are serialized, across processes too (`flock` on
+/// `.mamfs-provider/sync.lock`).
 public final class ReplicatedProvider: Sendable {
     let binding: ProviderBinding
     private let passLock = NSLock()
@@ -46,6 +47,13 @@ public final class ReplicatedProvider: Sendable {
     public func syncOnce(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
         passLock.lock()
         defer { passLock.unlock() }
+        // Another process (a mount and the CLI) may sync the same replica: one pass at a time.
+        let lockPath = layout.metadataDirectory + "/sync.lock"
+        let lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if lockFD >= 0 {
+            while flock(lockFD, LOCK_EX) != 0 && errno == EINTR {}
+        }
+        defer { if lockFD >= 0 { flock(lockFD, LOCK_UN); close(lockFD) } }
         let pass = ReplicatedSyncPass(binding: binding, progress: progress)
         return pass.run()
     }

@@ -169,7 +169,10 @@ final class ReplicatedSyncPass {
         var candidates: [(inode: UInt64, to: String)] = []
         for row in rows.values where row.type != .symlink {
             guard local[row.localPath]?.type != row.type, remote[row.identifier] != nil,
-                  let to = byInode[row.local.inode], local[to]?.type == row.type else { continue }
+                  let to = byInode[row.local.inode], let entry = local[to], entry.type == row.type else { continue }
+            // A file keeps size and mtime when renamed; requiring them keeps a recycled inode
+            // number from passing for a move (a moved-and-edited file is then deleted + created).
+            if row.type == .file && (entry.stamp.size != row.local.size || entry.stamp.mtime != row.local.mtime) { continue }
             candidates.append((row.local.inode, to))
         }
         var moved = false
@@ -258,7 +261,7 @@ final class ReplicatedSyncPass {
         let missing = rows.values.filter { remote[$0.identifier] == nil }
             .sorted { FileSystem.depth($0.localPath) < FileSystem.depth($1.localPath) }
         for original in missing {
-            guard let row = rows.values.first(where: { $0.identifier == original.identifier }) ?? rows[original.identifier] else { continue }
+            guard let row = rows[original.identifier] else { continue }
             let key = "\(row.type.rawValue)|\(row.version.contentVersion)"
             guard var options = appeared[key], !options.isEmpty else { continue }
             let index = options.firstIndex(where: { $0.filename == row.filename }) ?? 0

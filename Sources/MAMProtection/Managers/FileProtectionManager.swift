@@ -1,3 +1,4 @@
+import COpenSSL
 import CSystem
 import Foundation
 
@@ -173,7 +174,7 @@ public struct FileProtectionManager: Sendable {
         let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
         defer {
-            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
             buffer.deallocate()
         }
         do {

@@ -1,5 +1,0 @@
-import MAMProtection
-
-/// File providers over a cloud store (NSFileProviderExtension / NSFileProviderReplicatedExtension
-/// semantics). Built in the file-provider issue.
-public enum MAMFileProviderModule {}

@@ -1,0 +1,172 @@
+import Foundation
+import MAMProtection
+
+/// What the `mamfs provider ...` commands call. The CLI only parses and prints; every function
+/// throws `MAMError` (use `.exitCode` / `.description`).
+///
+/// A local root remembers its kind, remote and account (`ProviderConfiguration`), so after the
+/// first use only the path is needed.
+public enum ProviderCommands {
+    /// `mamfs provider sync BACKING [--remote DIR] [--account A]`: one pass. A replicated root
+    /// runs `ReplicatedProvider.syncOnce`; a non-replicated one refreshes its placeholders
+    /// (`NonReplicatedProvider.createPlaceholders`). A root never used before becomes a
+    /// replicated one.
+    /// - Parameters:
+    ///   - localPath: the local root (the mount's backing directory or a replica).
+    ///   - remote: the remote directory; required the first time, must match afterwards.
+    ///   - account: the domain's account (accountId or UPN) the first time; nil = the stored one
+    ///     (or "" = unmanaged for a new root).
+    ///   - progress: called after each item (for a progress line on a tty).
+    /// - Returns: the report (see `SyncReport.exitCode` for the CLI's exit status).
+    /// - Throws: `.invalidArguments` (no remote known, root bound to another remote or
+    ///   account), `.unknownAccount`, `.cannotCreateOutput`.
+    public static func sync(localPath: String, remote: String?, context: ProtectionContext, account: String? = nil,
+                            progress: ((SyncProgress) -> Void)? = nil) throws -> SyncReport {
+        try ProviderError.mapped {
+            let (kind, domain) = try openDomain(localPath: localPath, remote: remote, account: account,
+                                                context: context, defaultKind: .replicated)
+            switch kind {
+            case .replicated:
+                return try ReplicatedProvider(replicaRoot: localPath, domain: domain).syncOnce(progress: progress)
+            case .nonReplicated:
+                return try NonReplicatedProvider(localRoot: localPath, domain: domain).createPlaceholders(progress: progress)
+            }
+        }
+    }
+
+    /// `mamfs provider status PATH [--json]`: item, versions, materialized, owner.
+    /// - Parameter path: a path inside a provider root (backing directory or replica).
+    /// - Throws: `.fileNotFound`; `.invalidArguments` when the path is in no provider root.
+    public static func status(path: String) throws -> ProviderItemStatus {
+        try ProviderError.mapped {
+            let (layout, database, configuration) = try openRoot(containing: path)
+            defer { database.close() }
+            switch configuration.kind {
+            case .nonReplicated:
+                return try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, accountId: configuration.accountId)
+            case .replicated:
+                return try ProviderItemStatus.replicated(localPath: path, layout: layout, database: database,
+                                                         accountId: configuration.accountId)
+            }
+        }
+    }
+
+    /// `mamfs provider evict PATH`: drops the local contents of a materialized non-replicated
+    /// item, keeping its placeholder (`NonReplicatedProvider.stopProvidingItem`).
+    /// - Throws: `.invalidArguments` (not a non-replicated provider file), `.system(EBUSY)`
+    ///   (changes not uploaded yet), `.fileNotFound`.
+    public static func evict(path: String) throws {
+        try ProviderError.mapped {
+            let (layout, database, configuration) = try openRoot(containing: path)
+            defer { database.close() }
+            guard configuration.kind == .nonReplicated else {
+                throw MAMError.invalidArguments("\(layout.root) is a replicated provider: its items are always materialized")
+            }
+            try NonReplicatedProvider.evict(localPath: path, layout: layout, database: database)
+        }
+    }
+
+    /// `mamfs provider import FILE --to DIR`: `NonReplicatedProvider.importDocument` for a
+    /// non-replicated root; for a replicated one the plain copy is placed in the replica and
+    /// a sync pass uploads it (same receive check first).
+    /// - Returns: the new item (nil for a replicated root when the pass could not upload it;
+    ///   the error is thrown then).
+    /// - Throws: `.policyDenied` (EACCES, exit 77: nothing uploaded, source intact),
+    ///   `.cannotCreateOutput` (name taken), `.fileNotFound`, `.invalidArguments`, remote
+    ///   errors as `MAMError`.
+    @discardableResult
+    public static func importFile(_ source: String, toDirectory directory: String, context: ProtectionContext) throws -> FileProviderItem {
+        try ProviderError.mapped {
+            let (layout, database, configuration) = try openRoot(containing: directory)
+            database.close()
+            let domain = try FileProviderDomain(account: configuration.accountId,
+                                                remote: LocalDirectoryRemote(root: configuration.remote), context: context)
+            switch configuration.kind {
+            case .nonReplicated:
+                return try NonReplicatedProvider(localRoot: layout.root, domain: domain)
+                    .importDocument(sourcePath: source, toLocalDirectory: directory)
+            case .replicated:
+                return try ReplicatedImport.importDocument(sourcePath: source, toLocalDirectory: directory,
+                                                           provider: ReplicatedProvider(replicaRoot: layout.root, domain: domain))
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    private static func openRoot(containing path: String) throws -> (ProviderLayout, ProviderDatabase, ProviderConfiguration) {
+        guard let layout = ProviderLayout.enclosing(path) else {
+            throw MAMError.invalidArguments("\(path) is not inside a file-provider root")
+        }
+        let database = try ProviderDatabase(layout: layout, create: false)
+        guard let configuration = try database.configuration() else {
+            database.close()
+            throw MAMError.invalidArguments("\(layout.root) has no provider configuration")
+        }
+        return (layout, database, configuration)
+    }
+
+    private static func openDomain(localPath: String, remote: String?, account: String?, context: ProtectionContext,
+                                   defaultKind: ProviderKind) throws -> (ProviderKind, FileProviderDomain) {
+        let layout = ProviderLayout(root: localPath)
+        var stored: ProviderConfiguration?
+        if layout.exists {
+            let database = try ProviderDatabase(layout: layout, create: false)
+            stored = try database.configuration()
+            database.close()
+        }
+        guard let remotePath = remote ?? stored?.remote else {
+            throw MAMError.invalidArguments("\(layout.root) has no remote yet: give --remote DIR")
+        }
+        let accountName = account ?? stored?.accountId ?? ""
+        let domain = try FileProviderDomain(account: accountName, remote: LocalDirectoryRemote(root: remotePath), context: context)
+        return (stored?.kind ?? defaultKind, domain)
+    }
+}
+
+extension SyncReport {
+    /// The CLI's exit status for this report: 0 clean; 75 (EX_TEMPFAIL) when the pass stopped
+    /// early (remote unreachable: retry later); 77 when an upload was refused by policy; 74
+    /// for other item errors.
+    public var exitCode: Int32 {
+        if isClean { return 0 }
+        if !complete { return 75 }
+        if errors.contains(where: { $0.errno == EACCES }) { return 77 }
+        return 74
+    }
+}
+
+/// Import into a replicated root: the receive check and decryption happen as for any local
+/// change (`ProviderRules.plainCopyForUpload`), but first, so a refusal leaves nothing behind.
+enum ReplicatedImport {
+    static func importDocument(sourcePath: String, toLocalDirectory directory: String,
+                               provider: ReplicatedProvider) throws -> FileProviderItem {
+        let layout = provider.layout
+        guard let directoryRelative = layout.relativePath(of: directory) else {
+            throw MAMError.invalidArguments("\(directory) is not inside \(layout.root)")
+        }
+        let name = (sourcePath as NSString).lastPathComponent
+        let relative = directoryRelative.isEmpty ? name : directoryRelative + "/" + name
+        let target = layout.absolutePath(relative)
+        guard FileSystem.lstatPath(target) == nil else { throw MAMError.cannotCreateOutput("\(target) already exists") }
+        let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: sourcePath, receiver: provider.domain.accountId,
+                                                             layout: layout, context: provider.domain.context)
+        let provided = try layout.makeTemporaryFile(name: name)
+        try ProviderRules.writeProvidedCopy(plainFile: copy.path, owner: provider.domain.accountId,
+                                            destination: provided.path, context: provider.domain.context)
+        chmod(provided.path, 0o644)
+        try provided.move(to: target)
+        let report = provider.syncOnce()
+        if let issue = report.errors.first(where: { $0.path == relative || $0.path.isEmpty }) {
+            throw MAMError.system(issue.message, errno: issue.errno)
+        }
+        let status = try provider.status(localPath: target)
+        guard let id = status.itemIdentifier, let version = status.contentVersion else {
+            throw MAMError.internalError("\(relative) was not uploaded")
+        }
+        return FileProviderItem(remote: RemoteItem(identifier: id, parentIdentifier: status.parentItemIdentifier ?? .rootContainer,
+                                                   filename: name, type: .file, size: status.size,
+                                                   version: ItemVersion(contentVersion: version, metadataVersion: status.metadataVersion ?? "")),
+                                owner: provider.domain.accountId)
+    }
+}

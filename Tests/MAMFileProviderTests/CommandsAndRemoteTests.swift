@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+@testable import MAMFileProvider
+@testable import MAMProtection
+
+@Suite("Provider commands")
+struct ProviderCommandsTests {
+    @Test("sync remembers remote and account; status is Codable; evict refuses replicated roots; import goes through the replica")
+    func commandRoundTrip() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("a.txt", Array("alpha".utf8))
+        #expect(throws: MAMError.self) { try ProviderCommands.sync(localPath: f.localRoot, remote: nil, context: f.context) }
+        var lines: [Int] = []
+        let first = try ProviderCommands.sync(localPath: f.localRoot, remote: f.remoteRoot, context: f.context,
+                                              account: ProviderFixture.managedUPN) { lines.append($0.done) }
+        #expect(first.isClean && first.fetched == 1 && first.exitCode == 0)
+        #expect(!lines.isEmpty)
+        try f.writeRemote("b.txt", Array("beta".utf8))
+        let second = try ProviderCommands.sync(localPath: f.localRoot, remote: nil, context: f.context)
+        #expect(second.fetched == 1)
+
+        let status = try ProviderCommands.status(path: f.localPath("b.txt"))
+        #expect(status.kind == .replicated && status.materialized && !status.pendingUpload)
+        #expect(status.itemIdentifier == ItemIdentifier("b.txt") && status.size == 4 && status.encrypted)
+        #expect(status.owner == ProviderFixture.managedId)
+        let json = try JSONEncoder().encode(status)
+        #expect(try JSONDecoder().decode(ProviderItemStatus.self, from: json) == status)
+        #expect(String(decoding: json, as: UTF8.self).contains("\"itemIdentifier\":\"b.txt\""))
+
+        #expect { try ProviderCommands.evict(path: f.localPath("a.txt")) } throws: { ($0 as? MAMError)?.exitCode == 64 }
+        #expect { try ProviderCommands.status(path: f.outside) } throws: { ($0 as? MAMError)?.exitCode == 64 }
+
+        let source = try f.write(f.outside + "/in.txt", Array("imported".utf8))
+        try f.context.files.encryptFile(path: source, forAccountId: ProviderFixture.managedId)
+        let item = try ProviderCommands.importFile(source, toDirectory: f.localRoot, context: f.context)
+        #expect(item.filename == "in.txt" && item.ownerAccountId == ProviderFixture.managedId)
+        #expect(try f.read(f.remotePath("in.txt")) == Array("imported".utf8))
+        #expect(try f.plaintext(f.localPath("in.txt")) == Array("imported".utf8))
+        f.expectRemotePlain()
+    }
+}
+
+@Suite("LocalDirectoryRemote")
+struct LocalDirectoryRemoteTests {
+    @Test("versions: content changes on write, survives a rename; modify and delete check the base version")
+    func versionsAndConflicts() throws {
+        let f = try ProviderFixture(policy: nil)
+        let remote = f.remote()
+        let plain = try f.write(f.outside + "/p", Array("one".utf8))
+        let created = try remote.create(parent: .rootContainer, name: "x.txt", contents: .file(URL(fileURLWithPath: plain)))
+        #expect(created.identifier == ItemIdentifier("x.txt") && created.size == 3)
+        #expect(throws: RemoteError.self) {
+            try remote.create(parent: .rootContainer, name: "x.txt", contents: .file(URL(fileURLWithPath: plain)))
+        }
+        let moved = try remote.move(created.identifier, toParent: .rootContainer, newName: "y.txt")
+        #expect(moved.identifier == ItemIdentifier("y.txt"))
+        #expect(moved.version.contentVersion == created.version.contentVersion)
+        #expect(moved.version.metadataVersion != created.version.metadataVersion)
+        try f.write(plain, Array("two!".utf8))
+        let modified = try remote.modify(moved.identifier, baseVersion: moved.version.contentVersion, contentsURL: URL(fileURLWithPath: plain))
+        #expect(modified.version.contentVersion != moved.version.contentVersion)
+        #expect(throws: RemoteError.conflict(moved.identifier, current: modified.version)) {
+            try remote.modify(moved.identifier, baseVersion: moved.version.contentVersion, contentsURL: URL(fileURLWithPath: plain))
+        }
+        #expect(throws: RemoteError.conflict(moved.identifier, current: modified.version)) {
+            try remote.delete(moved.identifier, baseVersion: moved.version.contentVersion)
+        }
+        try remote.delete(moved.identifier, baseVersion: modified.version.contentVersion)
+        #expect(throws: RemoteError.notFound(moved.identifier)) { try remote.item(moved.identifier) }
+        #expect(throws: RemoteError.notFound(ItemIdentifier("../etc"))) { try remote.item(ItemIdentifier("../etc")) }
+        #expect(f.leftoverTemporaryFiles(under: f.remoteRoot).isEmpty)
+        #expect(throws: RemoteError.readOnly(f.remoteRoot)) {
+            try f.remote(readOnly: true).create(parent: .rootContainer, name: "z", contents: .directory)
+        }
+        #expect(rename(f.remoteRoot, f.remoteRoot + ".gone") == 0)
+        #expect { try remote.enumerate(container: .rootContainer) } throws: { error in
+            guard case RemoteError.unreachable = error else { return false }
+            return true
+        }
+        #expect(rename(f.remoteRoot + ".gone", f.remoteRoot) == 0)
+    }
+
+    @Test("conflict names: 'name (conflict HOST YYYY-MM-DD HHMMSS).ext', numbered when taken")
+    func conflictNames() {
+        let date = Date(timeIntervalSince1970: 1_700_000_000)   // 2023-11-14 22:13:20 UTC
+        #expect(ConflictName.make(for: "report.docx", date: date, host: "ws1") { _ in false } == "report (conflict ws1 2023-11-14 221320).docx")
+        #expect(ConflictName.make(for: "Makefile", date: date, host: "ws1") { _ in false } == "Makefile (conflict ws1 2023-11-14 221320)")
+        #expect(ConflictName.make(for: "a.txt", date: date, host: "ws1") { $0 == "a (conflict ws1 2023-11-14 221320).txt" }
+                == "a (conflict ws1 2023-11-14 221320 2).txt")
+    }
+}

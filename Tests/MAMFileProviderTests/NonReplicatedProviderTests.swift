@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+@testable import MAMFileProvider
+@testable import MAMProtection
+
+@Suite("Non-replicated provider")
+struct NonReplicatedProviderTests {
+    @Test("every remote item appears as a placeholder with the right name, type and size")
+    func placeholders() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("a.bin", randomBytes(12_345))
+        try f.writeRemote("dir/b.txt", Array("bee".utf8))
+        #expect(symlink("a.bin", f.remotePath("link")) == 0)
+        let provider = try f.nonReplicated()
+        let report = try provider.createPlaceholders()
+        #expect(report.isClean && report.placeholders == 2, "\(report)")
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("a.bin")) == PlaceholderInfo(identifier: ItemIdentifier("a.bin"), size: 12_345))
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("dir/b.txt"))?.size == 3)
+        #expect(try f.read(f.localPath("a.bin")).isEmpty, "no contents before first open")
+        #expect(FileSystem.readLink(f.localPath("link")) == "a.bin")
+        let status = try ProviderCommands.status(path: f.localPath("a.bin"))
+        #expect(!status.materialized && status.size == 12_345 && status.kind == .nonReplicated)
+        #expect(status.itemIdentifier == ItemIdentifier("a.bin"))
+        f.expectRemotePlain()
+    }
+
+    @Test("remote changes are picked up by the placeholder refresh: create, modify, delete, rename")
+    func remoteChangesPickedUp() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("change.txt", Array("v1".utf8))
+        try f.writeRemote("gone.txt", Array("bye".utf8))
+        try f.writeRemote("old.txt", Array("renamed".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        try provider.startProvidingItem(localPath: f.localPath("change.txt"))
+
+        try f.writeRemote("new.txt", Array("new one".utf8))
+        try f.writeRemote("change.txt", Array("version two".utf8))
+        #expect(unlink(f.remotePath("gone.txt")) == 0)
+        #expect(rename(f.remotePath("old.txt"), f.remotePath("renamed.txt")) == 0)
+        let report = try provider.createPlaceholders()
+        #expect(report.isClean)
+        #expect(report.deletedLocally == 2)
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("new.txt"))?.size == 7)
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("change.txt"))?.size == 11, "stale copy dropped")
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("renamed.txt")) != nil)
+        #expect(!f.exists(f.localPath("gone.txt")) && !f.exists(f.localPath("old.txt")))
+        try provider.startProvidingItem(localPath: f.localPath("change.txt"))
+        #expect(try f.plaintext(f.localPath("change.txt")) == Array("version two".utf8))
+        f.expectRemotePlain()
+    }
+
+    @Test("local changes are pushed: create and modify (itemChanged), rename and move (itemMoved, no re-upload), delete (deleteItem)")
+    func localChangesPushed() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("doc.txt", Array("v1".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        try provider.startProvidingItem(localPath: f.localPath("doc.txt"))
+        try f.writeLocalProtected("doc.txt", Array("edited through the mount".utf8))
+        #expect(NonReplicatedProvider.hasPendingChanges(localPath: f.localPath("doc.txt")))
+        let item = try #require(try provider.itemChanged(localPath: f.localPath("doc.txt")))
+        #expect(item.ownerAccountId == ProviderFixture.managedId)
+        #expect(try f.read(f.remotePath("doc.txt")) == Array("edited through the mount".utf8))
+        #expect(!NonReplicatedProvider.hasPendingChanges(localPath: f.localPath("doc.txt")))
+        #expect(try provider.itemChanged(localPath: f.localPath("doc.txt")) == nil, "nothing new to upload")
+
+        try f.writeLocalProtected("folder/created.txt", Array("created in the mount".utf8))
+        let created = try #require(try provider.itemChanged(localPath: f.localPath("folder/created.txt")))
+        #expect(created.itemIdentifier == ItemIdentifier("folder/created.txt"))
+        #expect(try f.read(f.remotePath("folder/created.txt")) == Array("created in the mount".utf8))
+
+        // Rename (metadata only: the remote inode stays), directory move (children re-keyed), delete.
+        let remoteInode = f.inode(f.remotePath("doc.txt"))
+        #expect(rename(f.localPath("doc.txt"), f.localPath("renamed.txt")) == 0)
+        let moved = try provider.itemMoved(localPath: f.localPath("renamed.txt"))
+        #expect(moved.itemIdentifier == ItemIdentifier("renamed.txt"))
+        #expect(f.inode(f.remotePath("renamed.txt")) == remoteInode)
+        #expect(!f.exists(f.remotePath("doc.txt")))
+        #expect(rename(f.localPath("folder"), f.localPath("folder2")) == 0)
+        try provider.itemMoved(localPath: f.localPath("folder2"))
+        #expect(LocalItemAttributes.read(path: f.localPath("folder2/created.txt"))?.identifier == ItemIdentifier("folder2/created.txt"))
+        let attributes = try #require(LocalItemAttributes.read(path: f.localPath("renamed.txt")))
+        #expect(unlink(f.localPath("renamed.txt")) == 0)
+        try provider.deleteItem(withIdentifier: attributes.identifier, baseVersion: attributes.contentVersion)
+        #expect(!f.exists(f.remotePath("renamed.txt")))
+        #expect(f.files(under: f.remoteRoot) == ["folder2/created.txt"])
+        f.expectRemotePlain()
+    }
+
+    @Test("itemChanged on a file changed on both sides keeps both (conflict copy uploaded, remote version as placeholder)")
+    func conflictCopies() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("plan.txt", Array("base".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        try provider.startProvidingItem(localPath: f.localPath("plan.txt"))
+        try f.writeRemote("plan.txt", Array("remote edit".utf8))
+        try f.writeLocalProtected("plan.txt", Array("local edit".utf8))
+        let item = try #require(try provider.itemChanged(localPath: f.localPath("plan.txt")))
+        #expect(item.filename.hasPrefix("plan (conflict \(ConflictName.hostName()) "))
+        #expect(item.filename.hasSuffix(").txt"))
+        #expect(try f.read(f.remotePath(item.filename)) == Array("local edit".utf8))
+        #expect(try f.read(f.remotePath("plan.txt")) == Array("remote edit".utf8))
+        #expect(try f.plaintext(f.localPath(item.filename)) == Array("local edit".utf8))
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("plan.txt"))?.size == 11)
+        f.expectRemotePlain()
+    }
+
+    @Test("eviction drops the contents and keeps the placeholder; re-materialization gives identical bytes")
+    func evictionAndRematerialization() throws {
+        let f = try ProviderFixture()
+        let bytes = randomBytes(300_000, seed: 3)
+        try f.writeRemote("big.bin", bytes)
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        let path = f.localPath("big.bin")
+        try provider.startProvidingItem(localPath: path)
+        let first = try f.plaintext(path)
+        #expect(first == bytes)
+        try ProviderCommands.evict(path: path)
+        #expect(try f.read(path).isEmpty)
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: path)?.size == 300_000)
+        #expect(try ProviderCommands.status(path: path).materialized == false)
+        try provider.startProvidingItem(localPath: path)
+        #expect(try f.plaintext(path) == first)
+        #expect(try ProviderCommands.status(path: path).materialized)
+
+        // A file with changes not uploaded yet is not evicted.
+        try f.writeLocalProtected("big.bin", Array("unsaved work".utf8))
+        #expect {
+            try provider.stopProvidingItem(localPath: path)
+        } throws: { ($0 as? MAMError)?.errno == EBUSY }
+        #expect(try f.plaintext(path) == Array("unsaved work".utf8))
+        f.expectRemotePlain()
+    }
+
+    @Test("a remote that vanishes: materializing fails with EHOSTUNREACH, the placeholder refresh reports it, nothing local is removed")
+    func remoteVanishes() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("a.txt", Array("a".utf8))
+        try f.writeRemote("b.txt", Array("b".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        try provider.startProvidingItem(localPath: f.localPath("a.txt"))
+        #expect(rename(f.remoteRoot, f.remoteRoot + ".gone") == 0)
+        #expect {
+            try provider.startProvidingItem(localPath: f.localPath("b.txt"))
+        } throws: { ($0 as? MAMError)?.errno == EHOSTUNREACH }
+        let report = try provider.createPlaceholders()
+        #expect(!report.complete && report.errors.first?.errno == EHOSTUNREACH)
+        #expect(try f.plaintext(f.localPath("a.txt")) == Array("a".utf8))
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("b.txt")) != nil)
+        #expect(rename(f.remoteRoot + ".gone", f.remoteRoot) == 0)
+        try provider.startProvidingItem(localPath: f.localPath("b.txt"))
+        #expect(try f.plaintext(f.localPath("b.txt")) == Array("b".utf8))
+        #expect(f.leftoverTemporaryFiles(under: f.localRoot).isEmpty)
+        f.expectRemotePlain()
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+@testable import MAMFileProvider
+@testable import MAMProtection
+
+@Suite("Replicated provider")
+struct ReplicatedProviderTests {
+    @Test("remote changes are picked up: create, modify, delete, rename (a rename moves the local file, no re-download)")
+    func remoteChangesPickedUp() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("keep.txt", Array("keep".utf8))
+        try f.writeRemote("change.txt", Array("v1".utf8))
+        try f.writeRemote("gone.txt", Array("bye".utf8))
+        try f.writeRemote("old-name.txt", Array("renamed file".utf8))
+        try f.writeRemote("dir/inner.txt", Array("inner".utf8))
+        let provider = try f.replicated()
+        var report = provider.syncOnce()
+        #expect(report.isClean, "\(report.errors)")
+        #expect(report.fetched == 6)
+        let renamedInode = f.inode(f.localPath("old-name.txt"))
+        let innerInode = f.inode(f.localPath("dir/inner.txt"))
+
+        try f.writeRemote("new.txt", Array("created remotely".utf8))
+        try f.writeRemote("change.txt", Array("version two".utf8))
+        #expect(unlink(f.remotePath("gone.txt")) == 0)
+        #expect(rename(f.remotePath("old-name.txt"), f.remotePath("new-name.txt")) == 0)
+        #expect(rename(f.remotePath("dir"), f.remotePath("moved-dir")) == 0)
+        report = provider.syncOnce()
+        #expect(report.isClean, "\(report.errors)")
+        #expect(report.fetched == 2)
+        #expect(report.deletedLocally == 1)
+        #expect(report.movedLocally == 2)
+        #expect(try f.plaintext(f.localPath("new.txt")) == Array("created remotely".utf8))
+        #expect(try f.plaintext(f.localPath("change.txt")) == Array("version two".utf8))
+        #expect(!f.exists(f.localPath("gone.txt")))
+        #expect(!f.exists(f.localPath("old-name.txt")))
+        #expect(f.inode(f.localPath("new-name.txt")) == renamedInode, "renamed, not fetched again")
+        #expect(f.inode(f.localPath("moved-dir/inner.txt")) == innerInode)
+        #expect(try f.plaintext(f.localPath("keep.txt")) == Array("keep".utf8))
+        #expect(provider.syncOnce() == { var r = SyncReport(); r.anchor = 3; return r }(), "a third pass has nothing to do")
+        f.expectRemotePlain()
+    }
+
+    @Test("local changes are pushed: create, modify, delete, rename (a rename is a move on the remote, not a re-upload)")
+    func localChangesPushed() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("edit.txt", Array("v1".utf8))
+        try f.writeRemote("delete.txt", Array("delete me".utf8))
+        try f.writeRemote("rename.txt", Array("rename me".utf8))
+        try f.writeRemote("folder/a.txt", Array("a".utf8))
+        let provider = try f.replicated()
+        #expect(provider.syncOnce().isClean)
+        let remoteRenameInode = try #require(f.inode(f.remotePath("rename.txt")))
+        let remoteFolderFileInode = try #require(f.inode(f.remotePath("folder/a.txt")))
+
+        try f.writeLocalProtected("created.txt", Array("made locally".utf8))
+        try f.writeLocalProtected("sub/deep.txt", Array("deep".utf8))
+        try f.writeLocalProtected("edit.txt", Array("version two, longer".utf8))
+        #expect(unlink(f.localPath("delete.txt")) == 0)
+        #expect(rename(f.localPath("rename.txt"), f.localPath("renamed.txt")) == 0)
+        #expect(rename(f.localPath("folder"), f.localPath("folder2")) == 0)
+        let report = provider.syncOnce()
+        #expect(report.isClean, "\(report.errors)")
+        #expect(report.created == 3, "created.txt, sub, sub/deep.txt")
+        #expect(report.modified == 1)
+        #expect(report.deletedRemotely == 1)
+        #expect(report.movedRemotely == 2)
+        #expect(try f.read(f.remotePath("created.txt")) == Array("made locally".utf8))
+        #expect(try f.read(f.remotePath("sub/deep.txt")) == Array("deep".utf8))
+        #expect(try f.read(f.remotePath("edit.txt")) == Array("version two, longer".utf8))
+        #expect(!f.exists(f.remotePath("delete.txt")))
+        #expect(!f.exists(f.remotePath("rename.txt")))
+        #expect(f.inode(f.remotePath("renamed.txt")) == remoteRenameInode, "moved on the remote, not uploaded again")
+        #expect(f.inode(f.remotePath("folder2/a.txt")) == remoteFolderFileInode)
+        let next = provider.syncOnce()
+        #expect(next.fetched == 0 && next.created == 0 && next.modified == 0 && next.isClean, "\(next)")
+        f.expectRemotePlain()
+    }
+
+    @Test("conflicts keep both: the local version under 'name (conflict HOST DATE).ext', uploaded as a new item")
+    func conflictCopies() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("notes.txt", Array("base".utf8))
+        let provider = try f.replicated()
+        #expect(provider.syncOnce().isClean)
+        try f.writeRemote("notes.txt", Array("remote edit".utf8))
+        try f.writeLocalProtected("notes.txt", Array("local edit".utf8))
+        // Both sides create the same new name too.
+        try f.writeRemote("both.txt", Array("remote new".utf8))
+        try f.writeLocalProtected("both.txt", Array("local new".utf8))
+        let report = provider.syncOnce()
+        #expect(report.isClean, "\(report.errors)")
+        #expect(report.conflicts == 2)
+        #expect(try f.plaintext(f.localPath("notes.txt")) == Array("remote edit".utf8))
+        #expect(try f.read(f.remotePath("notes.txt")) == Array("remote edit".utf8))
+        #expect(try f.plaintext(f.localPath("both.txt")) == Array("remote new".utf8))
+        let host = ConflictName.hostName()
+        for (stem, expected) in [("notes", "local edit"), ("both", "local new")] {
+            let copies = f.files(under: f.localRoot).filter { $0.hasPrefix("\(stem) (conflict \(host) ") && $0.hasSuffix(").txt") }
+            #expect(copies.count == 1, "\(f.files(under: f.localRoot))")
+            let copy = try #require(copies.first)
+            #expect(try f.plaintext(f.localPath(copy)) == Array(expected.utf8))
+            #expect(try f.read(f.remotePath(copy)) == Array(expected.utf8), "the conflict copy is uploaded")
+        }
+        #expect(provider.syncOnce().isClean)
+        f.expectRemotePlain()
+    }
+
+    @Test("a remote directory that vanishes mid-sync: error reported, local data untouched, the next pass after it returns works")
+    func remoteVanishesMidSync() throws {
+        let f = try ProviderFixture()
+        for i in 0..<10 { try f.writeRemote("f\(i).txt", randomBytes(3000, seed: UInt64(i))) }
+        let plain = LocalDirectoryRemote(root: f.remoteRoot)
+        let first = try f.replicated(remote: plain)
+        #expect(first.syncOnce().isClean)
+        let localBefore = try Dictionary(uniqueKeysWithValues: f.files(under: f.localRoot).map { ($0, try f.read(f.localPath($0))) })
+
+        // New and changed remote files; the remote vanishes after two downloads.
+        for i in 0..<5 { try f.writeRemote("f\(i).txt", randomBytes(4000, seed: UInt64(100 + i))) }
+        for i in 0..<5 { try f.writeRemote("new\(i).txt", randomBytes(100, seed: UInt64(200 + i))) }
+        try f.writeLocalProtected("local-only.txt", Array("not uploaded yet".utf8))
+        let vanishing = VanishingRemote(plain, vanishAfterReads: 3)
+        let provider = try f.replicated(remote: vanishing)
+        let report = provider.syncOnce()
+        #expect(vanishing.vanished)
+        #expect(!report.complete)
+        #expect(report.errors.contains { $0.errno == EHOSTUNREACH }, "\(report.errors)")
+        #expect(report.exitCode == 75)
+        #expect(report.deletedLocally == 0)
+        for (relative, bytes) in localBefore {
+            // Each file is either as it was or (fetched before the remote vanished) the new version.
+            let index = UInt64(relative.dropFirst().prefix(while: \.isNumber)) ?? 99
+            if index >= 5 {
+                #expect(try f.read(f.localPath(relative)) == bytes, "\(relative)")
+            } else {
+                let now = try f.plaintext(f.localPath(relative))
+                #expect(now == randomBytes(3000, seed: index) || now == randomBytes(4000, seed: 100 + index), "\(relative)")
+            }
+        }
+        #expect(f.exists(f.localPath("local-only.txt")))
+        #expect(f.leftoverTemporaryFiles(under: f.localRoot).isEmpty)
+
+        // Still gone: the next pass changes nothing locally either.
+        let filesWhileGone = f.files(under: f.localRoot)
+        let whileGone = provider.syncOnce()
+        #expect(!whileGone.complete && whileGone.deletedLocally == 0 && whileGone.fetched == 0)
+        #expect(f.files(under: f.localRoot) == filesWhileGone)
+
+        vanishing.restore()
+        let after = provider.syncOnce()
+        #expect(after.isClean, "\(after.errors)")
+        for i in 0..<5 {
+            #expect(try f.plaintext(f.localPath("f\(i).txt")) == randomBytes(4000, seed: UInt64(100 + i)))
+            #expect(try f.plaintext(f.localPath("new\(i).txt")) == randomBytes(100, seed: UInt64(200 + i)))
+        }
+        #expect(try f.read(f.remotePath("local-only.txt")) == Array("not uploaded yet".utf8))
+        f.expectRemotePlain()
+    }
+
+    @Test("a remote unmounted before the pass (another volume in its place) is refused, nothing is deleted locally")
+    func replacedRemoteRefused() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("a.txt", Array("a".utf8))
+        let provider = try f.replicated()
+        #expect(provider.syncOnce().isClean)
+        #expect(rename(f.remoteRoot, f.remoteRoot + ".unmounted") == 0)
+        #expect(mkdir(f.remoteRoot, 0o755) == 0)   // the empty mount point
+        let report = provider.syncOnce()
+        #expect(!report.complete)
+        #expect(report.errors.first?.errno == EHOSTUNREACH)
+        #expect(try f.plaintext(f.localPath("a.txt")) == Array("a".utf8))
+        #expect(rmdir(f.remoteRoot) == 0)
+        #expect(rename(f.remoteRoot + ".unmounted", f.remoteRoot) == 0)
+        #expect(provider.syncOnce().isClean)
+        f.expectRemotePlain()
+    }
+
+    @Test("a read-only remote: clear error, local changes kept and pushed once it is writable")
+    func readOnlyRemote() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("a.txt", Array("a".utf8))
+        #expect(try f.replicated(remote: f.remote(readOnly: true)).syncOnce().isClean, "reading works")
+        try f.writeLocalProtected("a.txt", Array("changed".utf8))
+        let report = try f.replicated(remote: f.remote(readOnly: true)).syncOnce()
+        #expect(report.errors.contains { $0.path == "a.txt" && $0.errno == EROFS }, "\(report.errors)")
+        #expect(try f.plaintext(f.localPath("a.txt")) == Array("changed".utf8))
+        #expect(try f.read(f.remotePath("a.txt")) == Array("a".utf8))
+        let retry = try f.replicated().syncOnce()
+        #expect(retry.isClean && retry.modified == 1)
+        #expect(try f.read(f.remotePath("a.txt")) == Array("changed".utf8))
+        f.expectRemotePlain()
+    }
+
+    @Test("after a selective wipe the replica does not sync, so the removed files are not deleted from the remote")
+    func wipedAccountDoesNotPropagateDeletes() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("work.txt", Array("corporate".utf8))
+        let provider = try f.replicated()
+        #expect(provider.syncOnce().isClean)
+        try f.context.enrollment.wipe(ProviderFixture.managedId, roots: [])
+        #expect(!f.exists(f.localPath("work.txt")), "wipe found the replica through its known root")
+        let report = provider.syncOnce()
+        #expect(!report.complete)
+        #expect(try f.read(f.remotePath("work.txt")) == Array("corporate".utf8))
+        f.expectRemotePlain()
+    }
+}

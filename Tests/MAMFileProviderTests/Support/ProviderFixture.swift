@@ -1,0 +1,227 @@
+import Foundation
+import Testing
+@testable import MAMFileProvider
+@testable import MAMProtection
+
+/// A fresh state (with one enrolled managed account), a remote directory and a local root per
+/// test, all under one temp directory removed afterwards.
+final class ProviderFixture {
+    static let managedId = "8c7f3e1a-0000-4000-8000-000000000001"
+    static let managedUPN = "Alice@Contoso.com"
+    /// A GUID that is never registered: an unmanaged identity.
+    static let unmanagedId = "1b2c3d4e-0000-4000-8000-000000000002"
+
+    let root: String
+    let remoteRoot: String
+    let localRoot: String
+    let outside: String
+    let context: ProtectionContext
+
+    /// - Parameter policy: the managed account's policy (nil: nobody enrolled).
+    init(policy: Policy? = .demoEncrypting) throws {
+        var template = Array("/tmp/mamfs-fp-test-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw MAMError.fromErrno("mkdtemp")
+        }
+        root = String(cString: made)
+        remoteRoot = root + "/remote"
+        localRoot = root + "/local"
+        outside = root + "/outside"
+        for directory in [remoteRoot, localRoot, outside] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: root + "/state"), passphraseFile: nil)
+        if let policy {
+            try context.enrollment.enroll(accountId: Self.managedId, upn: Self.managedUPN, policy: policy)
+        }
+    }
+
+    deinit {
+        chmodTree(root)
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    // MARK: Providers
+
+    func remote(readOnly: Bool = false) -> LocalDirectoryRemote { LocalDirectoryRemote(root: remoteRoot, readOnly: readOnly) }
+
+    func domain(_ account: String = ProviderFixture.managedId, remote: (any RemoteStore)? = nil) throws -> FileProviderDomain {
+        try FileProviderDomain(account: account, remote: remote ?? self.remote(), context: context)
+    }
+
+    func replicated(_ account: String = ProviderFixture.managedId, remote: (any RemoteStore)? = nil, localRoot: String? = nil) throws -> ReplicatedProvider {
+        try ReplicatedProvider(replicaRoot: localRoot ?? self.localRoot, domain: domain(account, remote: remote))
+    }
+
+    func nonReplicated(_ account: String = ProviderFixture.managedId, remote: (any RemoteStore)? = nil, localRoot: String? = nil) throws -> NonReplicatedProvider {
+        try NonReplicatedProvider(localRoot: localRoot ?? self.localRoot, domain: domain(account, remote: remote))
+    }
+
+    // MARK: Files
+
+    func remotePath(_ relative: String) -> String { remoteRoot + "/" + relative }
+    func localPath(_ relative: String) -> String { localRoot + "/" + relative }
+
+    /// Writes a remote file the way another client would (temp + rename: a new inode).
+    @discardableResult
+    func writeRemote(_ relative: String, _ bytes: [UInt8]) throws -> String {
+        try write(remotePath(relative), bytes)
+    }
+
+    @discardableResult
+    func write(_ path: String, _ bytes: [UInt8]) throws -> String {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
+        return path
+    }
+
+    /// Writes a local file owned by `owner` the way the mount would: encrypted when the
+    /// owner's policy requires it, plain-tagged otherwise (a new inode every time).
+    @discardableResult
+    func writeLocalProtected(_ relative: String, _ bytes: [UInt8], owner: String = ProviderFixture.managedId) throws -> String {
+        let path = localPath(relative)
+        let staging = outside + "/staging-\(UUID().uuidString)"
+        try write(staging, bytes)
+        try context.files.protect(path: staging, accountId: owner, recursive: false)
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        guard rename(staging, path) == 0 else { throw MAMError.fromErrno("rename \(staging)") }
+        return path
+    }
+
+    func read(_ path: String) throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// The plaintext of a (possibly protected) file through `ProtectionContext.openContent`.
+    func plaintext(_ path: String) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw MAMError.fromErrno(path) }
+        defer { close(fd) }
+        let content = try context.openContent(fd: fd)
+        let size = Int(try content.plaintextSize())
+        var out = [UInt8](repeating: 0, count: size)
+        let n = try out.withUnsafeMutableBytes { try content.read(into: $0, at: 0) }
+        return Array(out.prefix(n))
+    }
+
+    func header(_ path: String) throws -> ProtectedFileHeader? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw MAMError.fromErrno(path) }
+        defer { close(fd) }
+        return try ProtectedFileHeader.read(fd: fd)
+    }
+
+    func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+
+    func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// Every regular file under `directory` (relative paths), skipping the provider's own files.
+    func files(under directory: String) -> [String] {
+        var result: [String] = []
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+        while let relative = enumerator.nextObject() as? String {
+            if relative == ProviderLayout.metadataDirectoryName || relative.hasPrefix(ProviderLayout.metadataDirectoryName + "/") { continue }
+            var st = stat()
+            if lstat(directory + "/" + relative, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { result.append(relative) }
+        }
+        return result.sorted()
+    }
+
+    /// Snapshot of every remote file's bytes.
+    func remoteSnapshot() throws -> [String: [UInt8]] {
+        var snapshot: [String: [UInt8]] = [:]
+        for relative in files(under: remoteRoot) { snapshot[relative] = try read(remotePath(relative)) }
+        return snapshot
+    }
+
+    /// The remote files that start with the protected-file magic (must always be none).
+    func protectedFilesOnRemote() -> [String] {
+        files(under: remoteRoot).filter { FileSystem.startsWithMagic(remotePath($0)) }
+    }
+
+    /// The rule every scenario ends with: the remote holds plain files only.
+    func expectRemotePlain(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(protectedFilesOnRemote() == [], "the remote holds protected files", sourceLocation: sourceLocation)
+    }
+
+    /// Temp files left anywhere under `directory` (including the provider's tmp directory).
+    func leftoverTemporaryFiles(under directory: String) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+        var result: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            if relative.contains(".mamfs-tmp-") { result.append(relative) }
+        }
+        return result
+    }
+
+    private func chmodTree(_ path: String) {
+        guard let enumerator = FileManager.default.enumerator(atPath: path) else { return }
+        chmod(path, 0o755)
+        while let relative = enumerator.nextObject() as? String {
+            let child = path + "/" + relative
+            var st = stat()
+            if lstat(child, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { chmod(child, 0o755) }
+        }
+    }
+}
+
+func randomBytes(_ count: Int, seed: UInt64 = 42) -> [UInt8] {
+    var state = seed &* 6364136223846793005 &+ 1442695040888963407
+    return (0..<count).map { _ in
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return UInt8(truncatingIfNeeded: state >> 33)
+    }
+}
+
+/// A remote that disappears (its root is renamed away) when the `after`-th file read starts,
+/// like a network share unmounted in the middle of a sync. `restore()` brings it back.
+final class VanishingRemote: RemoteStore, @unchecked Sendable {
+    let inner: LocalDirectoryRemote
+    private let lock = NSLock()
+    private var reads = 0
+    private let after: Int
+    private(set) var vanished = false
+
+    init(_ inner: LocalDirectoryRemote, vanishAfterReads after: Int) {
+        self.inner = inner
+        self.after = after
+    }
+
+    var hiddenPath: String { inner.root + ".gone" }
+
+    func restore() {
+        lock.lock(); defer { lock.unlock() }
+        if vanished { rename(hiddenPath, inner.root); vanished = false }
+    }
+
+    var location: String { inner.location }
+    func volumeIdentity() throws -> String? { try inner.volumeIdentity() }
+    func enumerate(container: ItemIdentifier) throws -> [RemoteItem] { try inner.enumerate(container: container) }
+    func item(_ identifier: ItemIdentifier) throws -> RemoteItem { try inner.item(identifier) }
+    func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
+        lock.lock()
+        reads += 1
+        if reads == after && !vanished {
+            rename(inner.root, hiddenPath)
+            vanished = true
+        }
+        lock.unlock()
+        return try inner.readContents(of: identifier, into: destination)
+    }
+    func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem {
+        try inner.create(parent: parent, name: name, contents: contents)
+    }
+    func modify(_ identifier: ItemIdentifier, baseVersion: String, contentsURL: URL) throws -> RemoteItem {
+        try inner.modify(identifier, baseVersion: baseVersion, contentsURL: contentsURL)
+    }
+    func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws { try inner.delete(identifier, baseVersion: baseVersion) }
+    func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
+        try inner.move(identifier, toParent: newParent, newName: newName)
+    }
+}
