@@ -82,12 +82,21 @@ struct CommandFailure: Error {
         self.init(subject: subject, message: String(describing: error), exitCode: ExitCode.software)
     }
 
-    /// The stderr line, without the trailing newline. The subject is left out when the message
-    /// already names it, so a path is never printed twice.
+    /// The stderr line, without the trailing newline: `mamfs: VERB: SUBJECT: reason`. Library
+    /// messages often name the path already ("file not found: /p", "...: /p: bad tag"); the path
+    /// is then moved to the front rather than printed twice, and when it is part of a sentence
+    /// ("no mamfs state in /p") the message is printed as it is.
     func line(verb: String) -> String {
         let text = message.split(whereSeparator: \.isNewline).joined(separator: " ")
-        if let subject, !subject.isEmpty, !text.contains(subject) {
+        guard let subject, !subject.isEmpty else { return "mamfs: \(verb): \(text)" }
+        if !text.contains(subject) {
             return "mamfs: \(verb): \(subject): \(text)"
+        }
+        if text.hasSuffix(": " + subject) {
+            return "mamfs: \(verb): \(subject): \(text.dropLast(subject.count + 2))"
+        }
+        if let range = text.range(of: ": " + subject + ": ") {
+            return "mamfs: \(verb): \(subject): \(text.replacingCharacters(in: range, with: ": "))"
         }
         return "mamfs: \(verb): \(text)"
     }

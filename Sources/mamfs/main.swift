@@ -1,4 +1,7 @@
 import Foundation
 
-exit(CommandLineTool.run(Array(CommandLine.arguments.dropFirst()),
-                         environment: ProcessInfo.processInfo.environment))
+let arguments = Array(CommandLine.arguments.dropFirst())
+if InheritedDescriptors.startsDaemon(arguments) {
+    InheritedDescriptors.closeAll()
+}
+exit(CommandLineTool.run(arguments, environment: ProcessInfo.processInfo.environment))

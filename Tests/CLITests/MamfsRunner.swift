@@ -118,44 +118,52 @@ final class Sandbox {
 
 enum SandboxError: Error, CustomStringConvertible {
     case failed(String, RunResult)
+    case spawn(String)
     var description: String {
         switch self {
         case .failed(let what, let result): return "\(what) exited \(result.status): \(result.err)"
+        case .spawn(let message): return "cannot start \(message)"
         }
     }
 }
 
-/// Runs `executable` with stdin, stdout and stderr in temporary files (no pipe deadlocks, any size).
+/// Runs `executable` with stdin, stdout and stderr in temporary files (no pipe deadlocks, any
+/// size) and waits for that process only. posix_spawn + waitpid rather than Foundation's
+/// Process: Process waits for an inherited socket to close, so a daemon the child forks (mamfs
+/// mount) would make it wait until the daemon exits.
 func runProcess(_ executable: String, _ arguments: [String], stdin: Data, environment: [String: String]) throws -> RunResult {
     let scratch = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("mamfs-run-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
-    let inURL = scratch.appendingPathComponent("stdin")
-    let outURL = scratch.appendingPathComponent("stdout")
-    let errURL = scratch.appendingPathComponent("stderr")
-    try stdin.write(to: inURL)
-    try Data().write(to: outURL)
-    try Data().write(to: errURL)
-    let input = try FileHandle(forReadingFrom: inURL)
-    let output = try FileHandle(forWritingTo: outURL)
-    let error = try FileHandle(forWritingTo: errURL)
+    let inPath = scratch.appendingPathComponent("stdin").path
+    let outPath = scratch.appendingPathComponent("stdout").path
+    let errPath = scratch.appendingPathComponent("stderr").path
+    try stdin.write(to: URL(fileURLWithPath: inPath))
+
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer {
-        try? input.close()
-        try? output.close()
-        try? error.close()
+        argv.forEach { free($0) }
+        envp.forEach { free($0) }
     }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.environment = environment
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = error
-    try process.run()
-    process.waitUntilExit()
-    return RunResult(status: process.terminationStatus,
-                     stdout: try Data(contentsOf: outURL),
-                     stderr: try Data(contentsOf: errURL))
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+    guard spawned == 0 else {
+        throw SandboxError.spawn("\(executable): \(String(cString: strerror(spawned)))")
+    }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    let exited = (status & 0x7f) == 0
+    return RunResult(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
+                     stdout: try Data(contentsOf: URL(fileURLWithPath: outPath)),
+                     stderr: try Data(contentsOf: URL(fileURLWithPath: errPath)))
 }
 
 enum Fixtures {

@@ -182,4 +182,19 @@ struct FileProtectionManagerTests {
         #expect(try f.context.files.canReceiveSharedFile(path: personal, receiver: StateFixture.managedId) == false)
         #expect(try f.context.files.canReceiveSharedFile(path: personal, receiver: ""))
     }
+
+    @Test("protect -R over a tree that contains the state directory skips it, and protecting inside it is refused")
+    func protectSkipsStateDirectory() throws {
+        let f = try StateFixture()
+        try f.write("doc.txt", Array("work".utf8))
+        let db = try f.read(f.stateDirectory.databaseURL.path)
+        try f.context.files.protect(path: f.root, accountId: StateFixture.managedId, recursive: true)
+        #expect(try f.context.files.isFileEncrypted(path: f.path("doc.txt")))
+        #expect(try f.read(f.stateDirectory.databaseURL.path).prefix(16) == db.prefix(16))
+        #expect(try ProtectedFileHeader.read(fd: open(f.stateDirectory.masterKeyURL.path, O_RDONLY)) == nil)
+        _ = try ProtectionContext.open(stateDirectory: f.stateDirectory, passphraseFile: nil)
+        #expect(throws: MAMError.self) {
+            try f.context.files.protect(path: f.stateDirectory.masterKeyURL.path, accountId: StateFixture.managedId)
+        }
+    }
 }

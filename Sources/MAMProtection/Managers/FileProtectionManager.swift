@@ -70,6 +70,9 @@ public struct FileProtectionManager: Sendable {
     public func protect(path: String, accountId: String, recursive: Bool = true, progress: ((Int) -> Void)? = nil) throws {
         let owner = try context.resolveOwner(accountId)
         let st = try statPath(path)
+        if try isInsideStateDirectory(path) {
+            throw MAMError.invalidArguments("\(path) is inside the mamfs state directory \(context.stateDirectory); it cannot be protected")
+        }
         var done = 0
         if (st.st_mode & S_IFMT) == S_IFDIR {
             try DirectoryOwner.write(path: path, owner: owner)
@@ -100,6 +103,8 @@ public struct FileProtectionManager: Sendable {
             guard lstat(child, &st) == 0 else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
+                // The state directory holds the keys: protecting it would lock the state out.
+                if isStateDirectory(st) { continue }
                 if DirectoryOwner.read(path: child) != nil { try DirectoryOwner.write(path: child, owner: owner) }
                 try protectTree(child, owner: owner, done: &done, progress: progress)
             case S_IFREG:
@@ -243,6 +248,23 @@ public struct FileProtectionManager: Sendable {
     }
 
     // MARK: Helpers
+
+    private func isStateDirectory(_ st: stat) -> Bool {
+        var state = stat()
+        guard stat(context.stateDirectory.url.path, &state) == 0 else { return false }
+        return state.st_dev == st.st_dev && state.st_ino == st.st_ino
+    }
+
+    /// True when `path` is the state directory or lies below it.
+    private func isInsideStateDirectory(_ path: String) throws -> Bool {
+        var current = realPath(path)
+        while true {
+            var st = stat()
+            if stat(current, &st) == 0, isStateDirectory(st) { return true }
+            if current == "/" || current.isEmpty { return false }
+            current = (current as NSString).deletingLastPathComponent
+        }
+    }
 
     private func statPath(_ path: String) throws -> stat {
         var st = stat()

@@ -1,0 +1,30 @@
+import Glibc
+
+/// The file descriptors a process inherits from whoever started it.
+enum InheritedDescriptors {
+    /// Closes every descriptor above stderr. `mamfs mount` leaves a daemon behind, and a daemon
+    /// must not keep its caller's descriptors open: a caller that waits for a pipe or socket to
+    /// close (Foundation's `Process` does, and so does `$(...)` with `2>&1`) would otherwise
+    /// wait until the filesystem is unmounted. Called first thing in main, before the runtime or
+    /// Foundation open descriptors of their own.
+    static func closeAll() {
+        guard let directory = opendir("/proc/self/fd") else { return }
+        let own = dirfd(directory)
+        var inherited: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            if let fd = Int32(name), fd > 2, fd != own { inherited.append(fd) }
+        }
+        closedir(directory)
+        for fd in inherited { close(fd) }
+    }
+
+    /// True for a command line that starts a mount daemon (`mount` without `-f` or `--help`).
+    static func startsDaemon(_ arguments: [String]) -> Bool {
+        guard arguments.first == "mount" else { return false }
+        let options = arguments.prefix { $0 != "--" }
+        return !options.contains("-f") && !options.contains("--help")
+    }
+}
