@@ -77,6 +77,16 @@ final class Inode: @unchecked Sendable {
         }
     }
 
+    /// Drops the cached header and key (the backing file was rewritten in place).
+    func invalidateCachedHeader() {
+        mutex.withLock {
+            headerKnown = false
+            cachedHeader = nil
+            cachedKey = nil
+            keyGeneration = 0
+        }
+    }
+
     var openCount: Int { mutex.withLock { _openCount } }
     func adjustOpenCount(_ delta: Int) { mutex.withLock { _openCount += delta } }
 
@@ -91,8 +101,11 @@ final class Inode: @unchecked Sendable {
         }
     }
 
-    /// Header and file key as one consistent pair (call under the content lock).
-    var headerAndKey: (ProtectedFileHeader?, SymmetricKey?) { mutex.withLock { (cachedHeader, cachedKey) } }
+    /// Header and file key as one consistent pair (call under the content lock); `known` is
+    /// false when no header was loaded since the last invalidation.
+    var headerAndKey: (known: Bool, header: ProtectedFileHeader?, key: SymmetricKey?) {
+        mutex.withLock { (headerKnown, cachedHeader, cachedKey) }
+    }
 
     func storeHeader(_ header: ProtectedFileHeader?, stamp: timespec) {
         mutex.withLock {

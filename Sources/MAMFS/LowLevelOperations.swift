@@ -2,7 +2,9 @@ import CFuse
 import Glibc
 
 /// The fuse_lowlevel_ops table. Callbacks are non-capturing closures that recover the
-/// filesystem from the session's userdata (no global state).
+/// filesystem from the session's userdata (no global state). Names and symlink targets are
+/// passed on as the kernel's bytes (C strings valid for the request): a name need not be
+/// UTF-8, and a Swift String would replace such bytes and name another file.
 enum LowLevelOperations {
     /// getlk/setlk/flock are deliberately absent: the kernel then does local POSIX and BSD
     /// locking, which is right for a single-host overlay.
@@ -12,7 +14,10 @@ enum LowLevelOperations {
             guard let userdata, let conn else { return }
             Unmanaged<OverlayFilesystem>.fromOpaque(userdata).takeUnretainedValue().initialize(conn)
         }
-        ops.lookup = { req, parent, name in filesystem(req).lookup(req, parent, string(name)) }
+        ops.lookup = { req, parent, name in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).lookup(req, parent, name)
+        }
         ops.forget = { req, ino, nlookup in
             filesystem(req).forget(ino, nlookup)
             fuse_reply_none(req)
@@ -30,15 +35,34 @@ enum LowLevelOperations {
             filesystem(req).setattr(req, ino, attr.pointee, toSet, fi)
         }
         ops.readlink = { req, ino in filesystem(req).readlink(req, ino) }
-        ops.mknod = { req, parent, name, mode, rdev in filesystem(req).mknod(req, parent, string(name), mode, rdev) }
-        ops.mkdir = { req, parent, name, mode in filesystem(req).mkdir(req, parent, string(name), mode) }
-        ops.unlink = { req, parent, name in filesystem(req).unlink(req, parent, string(name), directory: false) }
-        ops.rmdir = { req, parent, name in filesystem(req).unlink(req, parent, string(name), directory: true) }
-        ops.symlink = { req, target, parent, name in filesystem(req).symlink(req, string(target), parent, string(name)) }
-        ops.rename = { req, parent, name, newParent, newName, flags in
-            filesystem(req).rename(req, parent, string(name), newParent, string(newName), flags)
+        ops.mknod = { req, parent, name, mode, rdev in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).mknod(req, parent, name, mode, rdev)
         }
-        ops.link = { req, ino, newParent, newName in filesystem(req).link(req, ino, newParent, string(newName)) }
+        ops.mkdir = { req, parent, name, mode in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).mkdir(req, parent, name, mode)
+        }
+        ops.unlink = { req, parent, name in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).unlink(req, parent, name, directory: false)
+        }
+        ops.rmdir = { req, parent, name in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).unlink(req, parent, name, directory: true)
+        }
+        ops.symlink = { req, target, parent, name in
+            guard let target, let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).symlink(req, target, parent, name)
+        }
+        ops.rename = { req, parent, name, newParent, newName, flags in
+            guard let name, let newName else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).rename(req, parent, name, newParent, newName, flags)
+        }
+        ops.link = { req, ino, newParent, newName in
+            guard let newName else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).link(req, ino, newParent, newName)
+        }
         ops.open = { req, ino, fi in
             guard let fi else { fuse_reply_err(req, EINVAL); return }
             filesystem(req).open(req, ino, fi)
@@ -79,14 +103,21 @@ enum LowLevelOperations {
         ops.fsyncdir = { req, ino, _, _ in filesystem(req).fsyncdir(req, ino) }
         ops.statfs = { req, _ in filesystem(req).statfs(req) }
         ops.setxattr = { req, ino, name, value, size, flags in
-            filesystem(req).setxattr(req, ino, string(name), value, size, flags)
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).setxattr(req, ino, name, value, size, flags)
         }
-        ops.getxattr = { req, ino, name, size in filesystem(req).getxattr(req, ino, string(name), size) }
+        ops.getxattr = { req, ino, name, size in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).getxattr(req, ino, name, size)
+        }
         ops.listxattr = { req, ino, size in filesystem(req).listxattr(req, ino, size) }
-        ops.removexattr = { req, ino, name in filesystem(req).removexattr(req, ino, string(name)) }
+        ops.removexattr = { req, ino, name in
+            guard let name else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).removexattr(req, ino, name)
+        }
         ops.create = { req, parent, name, mode, fi in
-            guard let fi else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).create(req, parent, string(name), mode, fi)
+            guard let name, let fi else { fuse_reply_err(req, EINVAL); return }
+            filesystem(req).create(req, parent, name, mode, fi)
         }
         ops.fallocate = { req, _, mode, offset, length, fi in
             guard let fi else { fuse_reply_err(req, EBADF); return }
@@ -102,8 +133,4 @@ enum LowLevelOperations {
 
 private func filesystem(_ req: fuse_req_t?) -> OverlayFilesystem {
     Unmanaged<OverlayFilesystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
-}
-
-private func string(_ name: UnsafePointer<CChar>?) -> String {
-    name.map { String(cString: $0) } ?? ""
 }

@@ -12,8 +12,8 @@ public struct MountFailure: Error, CustomStringConvertible, Sendable {
 /// `mamfs mount` and `mamfs unmount`.
 public enum MountCommand {
     /// Mounts `options.backingDirectory` on `options.mountpoint` (libfuse3 lowlevel API,
-    /// multithreaded loop). Without `foreground` it forks a daemon before any thread or FUSE
-    /// session exists and returns 0 once the mount is in place; with `foreground` it returns
+    /// multithreaded loop). Without `foreground` it closes `context`'s state connection, forks
+    /// a daemon before any thread or FUSE session exists and returns 0 once the mount is in place; with `foreground` it returns
     /// when the filesystem is unmounted (SIGTERM, SIGINT, SIGHUP or `mamfs unmount`).
     /// - Returns: the process exit code (0 = success).
     /// - Throws: `MAMError.fileNotFound` (missing backing directory or mountpoint),
@@ -24,10 +24,17 @@ public enum MountCommand {
         var options = options
         let plan = try prepare(&options, context: context)
         if options.foreground {
+            try redirectStderr(to: options.logFile)
             return try serve(options: options, plan: plan, context: context, installSignalHandlers: true) { _ in }
         }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw MAMError.fromErrno("pipe") }
+        // SQLite connections must not cross a fork: SQLite shares its lock state per file and
+        // process, so the daemon's own connection would inherit this one's locks, which the
+        // child does not hold. The CLI's next `mamfs policy set` then found no other reader,
+        // deleted the WAL under the daemon, and the mount never saw the change. Close it here;
+        // the daemon opens the state itself and the parent only waits for the mount.
+        context.state.close()
         mamfs_flush_stdio()
         let pid = fork()
         if pid < 0 { throw MAMError.fromErrno("fork") }
@@ -115,6 +122,34 @@ public enum MountCommand {
         if mountpoint == root || mountpoint.hasPrefix(root == "/" ? "/" : root + "/") {
             throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is inside the backing directory \(options.backingDirectory)")
         }
+        var fuse: [String] = []
+        for option in options.fuseOptions.flatMap({ $0.split(separator: ",").map(String.init) }) where !option.isEmpty {
+            // Keeps empty parts: "=" or "log=" must be refused, not crash or vanish.
+            let parts = option.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            switch parts[0] {
+            case "attr_timeout", "entry_timeout":
+                guard parts.count == 2, let seconds = Double(parts[1]), seconds >= 0 else {
+                    throw MAMError.invalidArguments("-o \(option): expected a number of seconds")
+                }
+                if parts[0] == "attr_timeout" { options.attributeTimeout = seconds } else { options.entryTimeout = seconds }
+            case "log":
+                guard parts.count == 2, !parts[1].isEmpty else { throw MAMError.invalidArguments("-o log=FILE: expected a file") }
+                options.logFile = try logPath(parts[1])
+            case "page_cache":
+                guard parts.count == 1 else { throw MAMError.invalidArguments("-o \(option): takes no value") }
+                options.pageCache = true
+            case "writeback_cache":
+                throw MAMError.invalidArguments("-o writeback_cache is not supported (mamfs must see every write)")
+            case "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "rw", "account", "state", "comment":
+                // fstab and mount(8) words that are not FUSE options.
+                continue
+            case "":
+                throw MAMError.invalidArguments("-o \(option): an option needs a name")
+            default:
+                if parts[0].hasPrefix("x-") { continue }
+                fuse.append(option)
+            }
+        }
         if !AccountIdentity.canonical(options.account).isEmpty {
             options.account = try context.resolveAccount(options.account).accountId
         } else {
@@ -122,36 +157,40 @@ public enum MountCommand {
         }
         // Selective wipe removes the account's files under every backing directory it knows.
         try context.state.addKnownRoot(root, kind: .backing, accountId: options.account.isEmpty ? nil : options.account)
-        var fuse: [String] = []
-        for option in options.fuseOptions.flatMap({ $0.split(separator: ",").map(String.init) }) where !option.isEmpty {
-            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
-            switch parts[0] {
-            case "attr_timeout", "entry_timeout":
-                guard parts.count == 2, let seconds = Double(parts[1]), seconds >= 0 else {
-                    throw MAMError.invalidArguments("-o \(option): expected a number of seconds")
-                }
-                if parts[0] == "attr_timeout" { options.attributeTimeout = seconds } else { options.entryTimeout = seconds }
-            case "writeback_cache":
-                throw MAMError.invalidArguments("-o writeback_cache is not supported (mamfs must see every write)")
-            case "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "rw", "account", "state":
-                // fstab and mount(8) words that are not FUSE options.
-                continue
-            default:
-                if parts[0].hasPrefix("x-") || parts[0].hasPrefix("comment=") { continue }
-                fuse.append(option)
-            }
-        }
         if !fuse.contains("default_permissions") { fuse.append("default_permissions") }
         fuse.append("fsname=" + String(root.flatMap { $0 == "," ? ["\\", ","] : [$0] }))
         fuse.append("subtype=mamfs")
         return Plan(rootPath: root, mountpoint: mountpoint, fuseOptions: fuse)
     }
 
+    /// An absolute path for -o log=FILE (relative to the current directory: the daemon changes to /).
+    static func logPath(_ path: String) throws -> String {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            guard getcwd(&buffer, buffer.count) != nil else { throw MAMError.fromErrno("getcwd") }
+            let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            absolute = (cwd == "/" ? "" : cwd) + "/" + path
+        }
+        return absolute
+    }
+
+    /// Makes `path` (appended to, created 0600) the process's stderr; nil keeps stderr as it is.
+    static func redirectStderr(to path: String?) throws {
+        guard let path else { return }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw MAMError.fromErrno("log file \(path)") }
+        mamfs_flush_stdio()
+        dup2(fd, 2)
+        close(fd)
+    }
+
     // MARK: Daemon and session
 
-    private static func daemonMain(options: MountOptions, plan: Plan, context: ProtectionContext, readyFD: Int32) -> Int32 {
+    private static func daemonMain(options: MountOptions, plan: Plan, context: ProtectionContext, readyFD inherited: Int32) -> Int32 {
         setsid()
         chdir("/")
+        let readyFD = closeInheritedDescriptors(keeping: inherited)
         let null = open("/dev/null", O_RDWR)
         if null >= 0 {
             dup2(null, 0)
@@ -163,6 +202,7 @@ public enum MountCommand {
             _ = bytes.withUnsafeMutableBytes { write(readyFD, $0.baseAddress, $0.count) }
         }
         do {
+            try redirectStderr(to: options.logFile)
             // SQLite connections must not cross a fork: the daemon opens the state itself.
             let own = try ProtectionContext.open(stateDirectory: context.stateDirectory, passphraseFile: options.passphraseFile)
             return try serve(options: options, plan: plan, context: own, installSignalHandlers: true) { _ in
@@ -180,10 +220,39 @@ public enum MountCommand {
         return 1
     }
 
+    /// Closes every descriptor above stderr except `ready`, which becomes 3 (returned). A daemon
+    /// that kept what `mamfs mount` inherited would hold its caller's pipes and sockets open
+    /// for as long as the mount lives: a caller waiting for end-of-file on them (a shell's
+    /// `$(...)`, Foundation's Process) would wait forever. The parent's SQLite descriptors go
+    /// too; the daemon opens the state itself.
+    static func closeInheritedDescriptors(keeping ready: Int32) -> Int32 {
+        var ready = ready
+        if ready != 3 {
+            guard dup2(ready, 3) == 3 else { return ready }
+            ready = 3
+        }
+        if mamfs_fuse_close_range(4, UInt32.max, 0) != 0 {
+            let limit = min(Int(sysconf(Int32(_SC_OPEN_MAX))), 65536)
+            if limit > 4 { for fd in 4..<Int32(limit) { close(fd) } }
+        }
+        return ready
+    }
+
+    /// Raises the soft open-file limit to the hard one. The daemon keeps one O_PATH descriptor
+    /// per node the kernel knows (as passthrough_hp does), so a tree of a few thousand files
+    /// would otherwise run into EMFILE under the usual soft limit of 1024.
+    static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(mamfs_fuse_RLIMIT_NOFILE, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(mamfs_fuse_RLIMIT_NOFILE, &limit)
+    }
+
     /// Creates the session, mounts, calls `ready` and runs the multithreaded loop until unmounted.
     static func serve(options: MountOptions, plan: Plan, context: ProtectionContext, installSignalHandlers: Bool,
                       ready: (OpaquePointer) -> Void) throws -> Int32 {
         umask(0)  // the kernel already applied the caller's umask to every mode we get
+        raiseOpenFileLimit()
         let fs = try OverlayFilesystem(context: context, options: options, rootPath: plan.rootPath)
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup("mamfs"), strdup("-o"), strdup(plan.fuseOptions.joined(separator: ","))]
         argv.append(nil)
@@ -201,7 +270,6 @@ public enum MountCommand {
                 throw MAMError.invalidArguments("libfuse refused the mount options: \(plan.fuseOptions.joined(separator: ","))")
             }
             defer { fuse_session_destroy(session) }
-            fs.session = session
             if installSignalHandlers {
                 guard fuse_set_signal_handlers(session) == 0 else { throw MAMError.internalError("cannot install signal handlers") }
             }

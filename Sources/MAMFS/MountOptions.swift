@@ -1,3 +1,5 @@
+import MAMFileProvider
+
 /// What `mamfs mount` was asked for.
 ///
 /// Timeouts: the kernel caches attributes (`attributeTimeout`) and names (`entryTimeout`) for
@@ -16,9 +18,11 @@ public struct MountOptions: Sendable, Equatable {
     /// Stay in the foreground (no daemon); the command returns when the mount goes away.
     public var foreground: Bool
     /// FUSE mount options as given with -o (each element may hold several, comma-separated):
-    /// allow_other, ro, default_permissions, max_write=N, ... plus mamfs' own attr_timeout=S
-    /// and entry_timeout=S. writeback_cache is refused (mamfs must see every write to keep
-    /// O_APPEND and plaintext sizes right).
+    /// allow_other, ro, default_permissions, max_write=N, ... plus mamfs' own attr_timeout=S,
+    /// entry_timeout=S, page_cache (see `pageCache`) and log=FILE (see `logFile`), which are
+    /// not passed to libfuse.
+    /// writeback_cache is refused (mamfs must see every write to keep O_APPEND and plaintext
+    /// sizes right).
     public var fuseOptions: [String]
     /// Seconds the kernel may cache attributes (plaintext sizes included).
     public var attributeTimeout: Double
@@ -30,10 +34,40 @@ public struct MountOptions: Sendable, Equatable {
     /// Passphrase file when the state's master key is passphrase-derived (the daemon reopens
     /// the state after forking, as SQLite connections must not cross a fork).
     public var passphraseFile: String?
+    /// `-o page_cache`: read-only handles use the kernel's page cache too. By default they are
+    /// opened with FOPEN_DIRECT_IO, so every read returns exactly the bytes mamfs answers
+    /// (writable handles always use the page cache, so read-write mmap keeps working).
+    ///
+    /// Trade-off. With `page_cache`, repeated reads of the same data are served from memory
+    /// and a read-only descriptor can be mapped MAP_SHARED (without it that mmap fails with
+    /// ENODEV: libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP; MAP_PRIVATE, and so
+    /// exec, works either way). But a reader racing a truncation can then see zeros: while a
+    /// SETATTR is in flight the kernel marks the size unstable and keeps the old i_size, so a
+    /// READ answered after mamfs truncated comes back short, the kernel zero-fills the page and
+    /// copies old-size bytes of zeros to the reader (regression case F3). Direct I/O reads see
+    /// either the old or the new content, never bytes that were not in the file.
+    public var pageCache: Bool
+    /// `-o log=FILE`: where the mount's diagnostics go (tampered blocks with their backing path,
+    /// libfuse's own messages). The file is opened for appending (created 0600) before the
+    /// session starts and becomes the daemon's stderr. Without it the daemon keeps the stderr
+    /// `mamfs mount` was started with (so `2>>FILE` works too; with -f that is the terminal).
+    /// Lines never hold key material.
+    public var logFile: String?
+
+    /// `--remote DIR`: the remote directory of a file-provider mount (nil = a plain overlay).
+    /// Set together with `provider`.
+    public var remote: String? = nil
+    /// `--provider non-replicated|replicated`: which file provider binds the backing
+    /// directory as its local root (nil = a plain overlay).
+    public var provider: ProviderKind? = nil
+    /// `--sync-interval SECONDS`: how often a replicated mount runs a sync pass (it also runs
+    /// one after a file written through the mount is closed). Default 5 s.
+    public var syncInterval: Double = 5
 
     public init(backingDirectory: String, mountpoint: String, account: String = "", foreground: Bool = false,
                 fuseOptions: [String] = [], attributeTimeout: Double = 1, entryTimeout: Double = 1,
-                stateDirectory: String? = nil, passphraseFile: String? = nil) {
+                stateDirectory: String? = nil, passphraseFile: String? = nil, pageCache: Bool = false,
+                logFile: String? = nil) {
         self.backingDirectory = backingDirectory
         self.mountpoint = mountpoint
         self.account = account
@@ -43,5 +77,7 @@ public struct MountOptions: Sendable, Equatable {
         self.entryTimeout = entryTimeout
         self.stateDirectory = stateDirectory
         self.passphraseFile = passphraseFile
+        self.pageCache = pageCache
+        self.logFile = logFile
     }
 }

@@ -54,9 +54,12 @@ final class OpenFile: @unchecked Sendable {
 
 /// One entry of a directory listing snapshot.
 struct DirectoryEntry: Sendable {
-    let name: String
+    /// The backing name's bytes with the terminating NUL (names need not be UTF-8).
+    let name: [CChar]
     let ino: UInt64
     let type: UInt8
+
+    var isDotOrDotDot: Bool { name == [46, 0] || name == [46, 46, 0] }
 }
 
 /// An open directory: a snapshot of its entries, taken at opendir and again whenever a

@@ -1,5 +1,4 @@
 import CFuse
-import CSystem
 import Glibc
 import MAMProtection
 
@@ -22,15 +21,20 @@ extension OverlayFilesystem {
     // MARK: Lifecycle
 
     func initialize(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
+        // Requests of up to 1 MiB. libfuse 3.14 has no FUSE_CAP_MAX_PAGES to ask for: it answers
+        // the kernel's FUSE_MAX_PAGES with max_pages = max_write / page size (at most its 1 MiB
+        // buffer), so max_write sets the size of direct-I/O reads too. max_read is left as
+        // libfuse set it (0 = no limit, or the -o max_read mount option, which it must match);
+        // a smaller -o max_write still wins.
+        conn.pointee.max_write = 1 << 20
         if let connectionOptions { fuse_apply_conn_info_opts(connectionOptions, conn) }
         // Writes go through to us (no writeback cache), so O_APPEND and sizes stay ours.
         conn.pointee.want &= ~UInt32(FUSE_CAP_WRITEBACK_CACHE)
-        if conn.pointee.max_write < 1 << 20 { conn.pointee.max_write = 1 << 20 }
     }
 
     // MARK: Names
 
-    func lookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String) {
+    func lookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
         refresh(force: false)
         do {
             let dir = try node(parent)
@@ -59,7 +63,7 @@ extension OverlayFilesystem {
             if toSet & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
                 let uid = toSet & FUSE_SET_ATTR_UID != 0 ? attr.st_uid : uid_t.max
                 let gid = toSet & FUSE_SET_ATTR_GID != 0 ? attr.st_gid : gid_t.max
-                guard fchownat(inode.fd, "", uid, gid, mamfs_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+                guard fchownat(inode.fd, "", uid, gid, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
             }
             if toSet & FUSE_SET_ATTR_MODE != 0 {
                 let rc = handle.map { fchmod($0.fd, attr.st_mode & 0o7777) } ?? chmod(inode.procPath, attr.st_mode & 0o7777)
@@ -73,9 +77,9 @@ extension OverlayFilesystem {
             if toSet & timeBits != 0 {
                 // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime (F14).
                 func time(_ set: Int32, _ now: Int32, _ value: timespec) -> timespec {
-                    if toSet & now != 0 { return timespec(tv_sec: 0, tv_nsec: mamfs_UTIME_NOW) }
+                    if toSet & now != 0 { return timespec(tv_sec: 0, tv_nsec: mamfs_fuse_UTIME_NOW) }
                     if toSet & set != 0 { return value }
-                    return timespec(tv_sec: 0, tv_nsec: mamfs_UTIME_OMIT)
+                    return timespec(tv_sec: 0, tv_nsec: mamfs_fuse_UTIME_OMIT)
                 }
                 var times = [time(FUSE_SET_ATTR_ATIME, FUSE_SET_ATTR_ATIME_NOW, attr.st_atim),
                              time(FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_MTIME_NOW, attr.st_mtim)]
@@ -91,11 +95,6 @@ extension OverlayFilesystem {
             }
             var st = try attributes(inode, hideWiped: false)
             fuse_reply_attr(req, &st, options.attributeTimeout)
-            if toSet & FUSE_SET_ATTR_SIZE != 0, let session {
-                // A read that raced the truncation may have left a zero-filled page in the
-                // kernel's cache (the kernel pads short reads); drop the cached pages (F3).
-                fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
-            }
         } catch { fail(req, error, table.inode(ino)) }
     }
 
@@ -127,7 +126,7 @@ extension OverlayFilesystem {
 
     // MARK: Directories and special files
 
-    func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ mode: mode_t) {
+    func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t) {
         do {
             let dir = try node(parent)
             guard mkdirat(dir.fd, name, mode & 0o7777) == 0 else { throw FilesystemError.current() }
@@ -137,7 +136,7 @@ extension OverlayFilesystem {
         } catch { fail(req, error) }
     }
 
-    func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ mode: mode_t, _ rdev: dev_t) {
+    func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ rdev: dev_t) {
         do {
             let dir = try node(parent)
             if (mode & S_IFMT) == S_IFREG {
@@ -153,7 +152,7 @@ extension OverlayFilesystem {
         } catch { fail(req, error) }
     }
 
-    func symlink(_ req: fuse_req_t?, _ target: String, _ parent: fuse_ino_t, _ name: String) {
+    func symlink(_ req: fuse_req_t?, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
         do {
             let dir = try node(parent)
             guard symlinkat(target, dir.fd, name) == 0 else { throw FilesystemError.current() }
@@ -174,7 +173,7 @@ extension OverlayFilesystem {
         } catch { fail(req, error) }
     }
 
-    func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: String) {
+    func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>) {
         do {
             let inode = try node(ino)
             let dir = try node(newParent)
@@ -184,7 +183,7 @@ extension OverlayFilesystem {
         } catch { fail(req, error) }
     }
 
-    func unlink(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, directory: Bool) {
+    func unlink(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, directory: Bool) {
         do {
             let dir = try node(parent)
             guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
@@ -192,12 +191,12 @@ extension OverlayFilesystem {
         } catch { fail(req, error) }
     }
 
-    func rename(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ newParent: fuse_ino_t, _ newName: String, _ flags: UInt32) {
+    func rename(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>, _ flags: UInt32) {
         do {
             let from = try node(parent)
             let to = try node(newParent)
-            guard flags & ~(mamfs_RENAME_NOREPLACE | mamfs_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
-            let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_renameat2(from.fd, name, to.fd, newName, flags)
+            guard flags & ~(mamfs_fuse_RENAME_NOREPLACE | mamfs_fuse_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
+            let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
             guard rc == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
         } catch { fail(req, error) }
@@ -233,8 +232,11 @@ extension OverlayFilesystem {
                 if errno != 0 { throw FilesystemError.current() }
                 break
             }
+            // The name's bytes as they are (with the terminating NUL): names need not be UTF-8.
             let name = withUnsafePointer(to: entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+                $0.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) {
+                    Array(UnsafeBufferPointer(start: $0, count: strlen($0) + 1))
+                }
             }
             let type = entry.pointee.d_type
             if checkOwners && type == UInt8(DT_REG) && ownerIsWiped(dirFD: Glibc.dirfd(stream), name: name) { continue }
@@ -243,7 +245,7 @@ extension OverlayFilesystem {
         return entries
     }
 
-    private func ownerIsWiped(dirFD: Int32, name: String) -> Bool {
+    private func ownerIsWiped(dirFD: Int32, name: UnsafePointer<CChar>) -> Bool {
         let fd = openat(dirFD, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -264,6 +266,8 @@ extension OverlayFilesystem {
             defer { buffer.deallocate() }
             var used = 0
             var index = max(0, offset)
+            // Entries whose lookup count went up for this reply (readdirplus).
+            var counted: [Inode] = []
             while index < entries.count {
                 let entry = entries[index]
                 let next = off_t(index + 1)
@@ -271,7 +275,7 @@ extension OverlayFilesystem {
                 if plus {
                     var e = fuse_entry_param()
                     var looked: Inode?
-                    if entry.name == "." || entry.name == ".." {
+                    if entry.isDotOrDotDot {
                         e.attr.st_ino = ino_t(entry.ino)
                         e.attr.st_mode = mode_t(entry.type) << 12
                     } else if let (inode, st) = try? lookupEntry(parent: dir.inode, name: entry.name) {
@@ -286,6 +290,7 @@ extension OverlayFilesystem {
                         if let looked { table.forget(looked.nodeid, count: 1) }
                         break
                     }
+                    if let looked { counted.append(looked) }
                 } else {
                     var st = stat()
                     st.st_ino = ino_t(entry.ino)
@@ -296,7 +301,10 @@ extension OverlayFilesystem {
                 used += needed
                 index += 1
             }
-            fuse_reply_buf(req, buffer, used)
+            if fuse_reply_buf(req, buffer, used) != 0 {
+                // The kernel dropped the request (interrupted): it will never forget these.
+                for inode in counted { table.forget(inode.nodeid, count: 1) }
+            }
         } catch { fail(req, error) }
     }
 
@@ -329,7 +337,7 @@ extension OverlayFilesystem {
 
     /// Creates `name` exclusively and writes its header (owner inherited from the nearest tagged
     /// directory, else the mount's account). Returns the O_RDWR backing descriptor.
-    private func createTagged(_ req: fuse_req_t?, dir: Inode, name: String, mode: mode_t) throws -> Int32 {
+    private func createTagged(_ req: fuse_req_t?, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws -> Int32 {
         let fd = openat(dir.fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode & 0o7777)
         guard fd >= 0 else { throw FilesystemError.current() }
         do {
@@ -345,7 +353,7 @@ extension OverlayFilesystem {
         }
     }
 
-    func create(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: String, _ mode: mode_t, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+    func create(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         refresh(force: true)
         var registered: Inode?
         do {
@@ -365,7 +373,7 @@ extension OverlayFilesystem {
             do {
                 var st = stat()
                 guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
-                let pathFD = Glibc.open("/proc/self/fd/\(fd)", mamfs_O_PATH | O_CLOEXEC)
+                let pathFD = Glibc.open("/proc/self/fd/\(fd)", mamfs_fuse_O_PATH | O_CLOEXEC)
                 guard pathFD >= 0 else { throw FilesystemError.current() }
                 let inode = table.acquire(st, fd: pathFD)
                 registered = inode
@@ -400,7 +408,7 @@ extension OverlayFilesystem {
         }
         var e = entryParameters(inode, st)
         fi.pointee.fh = handle.retainedHandle()
-        fi.pointee.direct_io = 0
+        fi.pointee.direct_io = directIO(flags: fi.pointee.flags) ? 1 : 0
         fi.pointee.keep_cache = 0
         if fuse_reply_create(req, &e, fi) != 0 {
             _ = OpenFile.release(fi.pointee.fh)
@@ -415,13 +423,22 @@ extension OverlayFilesystem {
             let inode = try node(ino)
             let handle = try openHandle(inode, flags: fi.pointee.flags)
             fi.pointee.fh = handle.retainedHandle()
-            fi.pointee.direct_io = 0
+            fi.pointee.direct_io = directIO(flags: fi.pointee.flags) ? 1 : 0
             fi.pointee.keep_cache = 0
             if fuse_reply_open(req, fi) != 0 {
                 _ = OpenFile.release(fi.pointee.fh)
                 inode.adjustOpenCount(-1)
             }
         } catch { fail(req, error, table.inode(ino)) }
+    }
+
+    /// Whether a handle opened with `flags` bypasses the kernel's page cache (FOPEN_DIRECT_IO):
+    /// read-only handles unless the mount has `-o page_cache`. Their reads then get exactly
+    /// what mamfs answers, which the page cache cannot promise while a truncation is in flight
+    /// (F3; see `MountOptions.pageCache`). Writable handles keep the page cache: shared
+    /// read-write mmap needs it (libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP).
+    func directIO(flags: Int32) -> Bool {
+        !options.pageCache && flags & O_ACCMODE == O_RDONLY
     }
 
     /// Opens the backing file (O_RDWR for any write access; never O_APPEND, O_DIRECT or O_TRUNC),
@@ -539,7 +556,7 @@ extension OverlayFilesystem {
                     }
                 } else {
                     try content.writeHeaderIfMissing()
-                    guard mamfs_fallocate(handle.fd, 0, content.dataOffset + Int64(offset), Int64(length)) == 0 else {
+                    guard mamfs_fuse_fallocate(handle.fd, 0, content.dataOffset + Int64(offset), Int64(length)) == 0 else {
                         throw FilesystemError.current()
                     }
                 }
@@ -548,7 +565,7 @@ extension OverlayFilesystem {
         } catch { fail(req, error, handle.inode) }
     }
 
-    /// SEEK_DATA / SEEK_HOLE. Encrypted files have no holes (data up to the end); plain ones
+    /// mamfs_fuse_SEEK_DATA / mamfs_fuse_SEEK_HOLE. Encrypted files have no holes (data up to the end); plain ones
     /// ask the backing file, shifted by the header.
     func lseek(_ req: fuse_req_t?, _ offset: Int, _ whence: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         guard let handle = OpenFile.borrow(fi.pointee.fh) else {
@@ -559,10 +576,10 @@ extension OverlayFilesystem {
             let result: Int64 = try handle.inode.content.reading {
                 let content = try content(handle)
                 let size = try content.plaintextSize()
-                if whence != SEEK_DATA && whence != SEEK_HOLE { throw FilesystemError(code: EINVAL) }
+                if whence != mamfs_fuse_SEEK_DATA && whence != mamfs_fuse_SEEK_HOLE { throw FilesystemError(code: EINVAL) }
                 guard Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
                 if content.header?.isEncrypted == true {
-                    return whence == SEEK_DATA ? Int64(offset) : size
+                    return whence == mamfs_fuse_SEEK_DATA ? Int64(offset) : size
                 }
                 let position = Glibc.lseek(handle.fd, off_t(content.dataOffset + Int64(offset)), whence)
                 guard position >= 0 else { throw FilesystemError.current() }
@@ -577,10 +594,15 @@ extension OverlayFilesystem {
     static let ownerAttribute = "user.mam.owner"
     static let encryptedAttribute = "user.mam.encrypted"
 
+    /// Whether the attribute name the kernel sent (raw bytes) is `attribute`.
+    private func isNamed(_ name: UnsafePointer<CChar>, _ attribute: String) -> Bool {
+        strcmp(name, attribute) == 0
+    }
+
     /// The value of a mamfs attribute; nil = ENODATA.
-    private func virtualAttribute(_ inode: Inode, _ name: String) throws -> String? {
+    private func virtualAttribute(_ inode: Inode, _ name: UnsafePointer<CChar>) throws -> String? {
         if inode.isDirectory {
-            guard name == OverlayFilesystem.ownerAttribute else { return "0" }
+            guard isNamed(name, OverlayFilesystem.ownerAttribute) else { return "0" }
             let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard fd >= 0 else { throw FilesystemError.current() }
             defer { close(fd) }
@@ -589,17 +611,17 @@ extension OverlayFilesystem {
         guard inode.isRegular else { return nil }
         let header = try inode.content.reading { () throws -> ProtectedFileHeader? in
             var st = stat()
-            guard fstatat(inode.fd, "", &st, mamfs_AT_EMPTY_PATH) == 0 else { throw FilesystemError.current() }
+            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH) == 0 else { throw FilesystemError.current() }
             return try self.header(inode, ctime: st.st_ctim)
         }
-        if name == OverlayFilesystem.encryptedAttribute { return header?.isEncrypted == true ? "1" : "0" }
+        if isNamed(name, OverlayFilesystem.encryptedAttribute) { return header?.isEncrypted == true ? "1" : "0" }
         return header?.owner
     }
 
-    func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: String, _ size: Int) {
+    func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: UnsafePointer<CChar>, _ size: Int) {
         do {
             let inode = try node(ino)
-            if name == OverlayFilesystem.ownerAttribute || name == OverlayFilesystem.encryptedAttribute {
+            if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
                 guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
                 let bytes = Array(value.utf8)
                 if size == 0 {
@@ -607,19 +629,19 @@ extension OverlayFilesystem {
                 } else if bytes.count > size {
                     throw FilesystemError(code: ERANGE)
                 } else {
-                    bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                    _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
                 }
                 return
             }
             if size == 0 {
-                let n = CSystem.getxattr(inode.procPath, name, nil, 0)
+                let n = CFuse.getxattr(inode.procPath, name, nil, 0)
                 guard n >= 0 else { throw FilesystemError.current() }
                 fuse_reply_xattr(req, n)
                 return
             }
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
             defer { buffer.deallocate() }
-            let n = CSystem.getxattr(inode.procPath, name, buffer, size)
+            let n = CFuse.getxattr(inode.procPath, name, buffer, size)
             guard n >= 0 else { throw FilesystemError.current() }
             fuse_reply_buf(req, buffer.assumingMemoryBound(to: CChar.self), n)
         } catch { fail(req, error, table.inode(ino)) }
@@ -633,11 +655,11 @@ extension OverlayFilesystem {
             let inode = try node(ino)
             var names: [UInt8] = []
             while true {
-                let needed = CSystem.listxattr(inode.procPath, nil, 0)
+                let needed = CFuse.listxattr(inode.procPath, nil, 0)
                 guard needed >= 0 else { throw FilesystemError.current() }
                 if needed == 0 { break }
                 var raw = [UInt8](repeating: 0, count: needed)
-                let n = raw.withUnsafeMutableBytes { CSystem.listxattr(inode.procPath, $0.baseAddress?.assumingMemoryBound(to: CChar.self), needed) }
+                let n = raw.withUnsafeMutableBytes { CFuse.listxattr(inode.procPath, $0.baseAddress?.assumingMemoryBound(to: CChar.self), needed) }
                 if n < 0 && errno == ERANGE { continue }
                 guard n >= 0 else { throw FilesystemError.current() }
                 for name in raw[0..<n].split(separator: 0, omittingEmptySubsequences: true) {
@@ -653,23 +675,23 @@ extension OverlayFilesystem {
             } else if names.count > size {
                 throw FilesystemError(code: ERANGE)
             } else {
-                names.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                _ = names.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
             }
         } catch { fail(req, error) }
     }
 
-    func setxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: String, _ value: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
+    func setxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: UnsafePointer<CChar>, _ value: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
         do {
             let inode = try node(ino)
-            if name == OverlayFilesystem.encryptedAttribute { throw FilesystemError(code: EPERM) }
-            if name == OverlayFilesystem.ownerAttribute {
+            if isNamed(name, OverlayFilesystem.encryptedAttribute) { throw FilesystemError(code: EPERM) }
+            if isNamed(name, OverlayFilesystem.ownerAttribute) {
                 var bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                 while bytes.last == 0 { bytes.removeLast() }
                 try protect(inode, owner: String(decoding: bytes, as: UTF8.self))
                 fuse_reply_err(req, 0)
                 return
             }
-            guard CSystem.setxattr(inode.procPath, name, value, size, flags) == 0 else { throw FilesystemError.current() }
+            guard CFuse.setxattr(inode.procPath, name, value, size, flags) == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
         } catch { fail(req, error, table.inode(ino)) }
     }
@@ -691,13 +713,13 @@ extension OverlayFilesystem {
         }
     }
 
-    func removexattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: String) {
+    func removexattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: UnsafePointer<CChar>) {
         do {
             let inode = try node(ino)
-            if name == OverlayFilesystem.ownerAttribute || name == OverlayFilesystem.encryptedAttribute {
+            if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
                 throw FilesystemError(code: EPERM)
             }
-            guard CSystem.removexattr(inode.procPath, name) == 0 else { throw FilesystemError.current() }
+            guard CFuse.removexattr(inode.procPath, name) == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
         } catch { fail(req, error) }
     }

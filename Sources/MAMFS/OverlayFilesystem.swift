@@ -1,5 +1,4 @@
 import CFuse
-import CSystem
 import Glibc
 import MAMProtection
 
@@ -20,8 +19,6 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Absolute, symlink-free path of the backing directory.
     let rootPath: String
     let table: InodeTable
-    /// Set once the session exists (before the loop starts).
-    var session: OpaquePointer?
     /// Connection options (max_write=...) parsed from -o, applied in init.
     var connectionOptions: OpaquePointer?
 
@@ -38,7 +35,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         self.context = context
         self.options = options
         self.rootPath = rootPath
-        let fd = Glibc.open(rootPath, mamfs_O_PATH | O_DIRECTORY | O_CLOEXEC)
+        let fd = Glibc.open(rootPath, mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw MAMError.fromErrno("open \(rootPath)") }
         var st = stat()
         guard fstat(fd, &st) == 0 else {
@@ -94,7 +91,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     func rekeyReplacedEntries() {
         for inode in table.all where inode.isRegular {
             var st = stat()
-            guard fstatat(inode.fd, "", &st, mamfs_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { continue }
+            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { continue }
             guard let link = readLink(inode.procPath), link.hasSuffix(" (deleted)") else { continue }
             rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
         }
@@ -105,10 +102,12 @@ final class OverlayFilesystem: @unchecked Sendable {
         var st = stat()
         guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
         guard BackingKey(st) != inode.key else {
-            inode.replaceBacking(key: inode.key, fd: dup(inode.fd))
+            // Rewritten in place: same descriptor, new header (no dup: that kept one more
+            // descriptor per protect until the entry went away).
+            inode.invalidateCachedHeader()
             return
         }
-        let fd = Glibc.open(path, mamfs_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        let fd = Glibc.open(path, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         var opened = stat()
         guard fstat(fd, &opened) == 0, table.rekey(inode, to: opened, fd: fd) else {
@@ -184,7 +183,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
         var st = stat()
         let body = {
-            guard fstatat(inode.fd, "", &st, mamfs_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
             let header = try self.header(inode, ctime: st.st_ctim)
             if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
@@ -212,8 +211,8 @@ final class OverlayFilesystem: @unchecked Sendable {
     }
 
     /// Finds `name` in `parent`, registers it (lookup count + 1) and returns its attributes.
-    func lookupEntry(parent: Inode, name: String) throws -> (Inode, stat) {
-        let fd = openat(parent.fd, name, mamfs_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+    func lookupEntry(parent: Inode, name: UnsafePointer<CChar>) throws -> (Inode, stat) {
+        let fd = openat(parent.fd, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw FilesystemError.current() }
         var st = stat()
         guard fstat(fd, &st) == 0 else {
@@ -241,7 +240,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     }
 
     /// Gives a new object the caller's uid/gid (the daemon creates as root).
-    func chownToCaller(_ req: fuse_req_t?, dirFD: Int32, name: String) {
+    func chownToCaller(_ req: fuse_req_t?, dirFD: Int32, name: UnsafePointer<CChar>) {
         guard daemonUID == 0, let ctx = fuse_req_ctx(req)?.pointee, ctx.uid != 0 || ctx.gid != 0 else { return }
         _ = fchownat(dirFD, name, ctx.uid, ctx.gid, AT_SYMLINK_NOFOLLOW)
     }
@@ -267,7 +266,17 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// re-keyed to a replacement file after this handle was opened, the handle's own.
     func content(_ handle: OpenFile) throws -> ProtectedFileContent {
         if handle.backingKey == handle.inode.key {
-            let (header, key) = handle.inode.headerAndKey
+            let inode = handle.inode
+            var (known, header, key) = inode.headerAndKey
+            if !known {
+                // Invalidated while this handle was open (protect rewrote the file in place).
+                var st = stat()
+                guard fstat(handle.fd, &st) == 0 else { throw FilesystemError.current() }
+                header = try ProtectedFileHeader.read(fd: handle.fd)
+                inode.storeHeader(header, stamp: st.st_ctim)
+                key = nil
+            }
+            if header?.isEncrypted == true && key == nil { key = try fileKey(inode, header: header) }
             return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key)
         }
         return try handle.detachedContent { header in try context.fileKey(for: header) }

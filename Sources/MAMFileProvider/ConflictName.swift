@@ -7,9 +7,10 @@ enum ConflictName {
     /// The conflict name for `filename`; `isTaken` says whether a candidate already exists.
     static func make(for filename: String, date: Date = Date(), host: String = hostName(),
                      isTaken: (String) -> Bool) -> String {
-        let ns = filename as NSString
-        let ext = ns.pathExtension
-        let stem = ext.isEmpty ? filename : ns.deletingPathExtension
+        // The extension is what follows the last dot, unless that dot starts the name (".bashrc").
+        let dot = filename.lastIndex(of: ".").flatMap { $0 == filename.startIndex ? nil : $0 }
+        let ext = dot.map { String(filename[filename.index(after: $0)...]) } ?? ""
+        let stem = dot.map { String(filename[..<$0]) } ?? filename
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")

@@ -145,7 +145,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             throw RemoteError.conflict(identifier, current: current.version)
         }
         let target = try path(of: identifier)
-        let directory = (target as NSString).deletingLastPathComponent
+        let directory = PathName.directory(of: target)
         let temp = try writeTemporary(in: directory, name: current.filename, from: contentsURL,
                                       mode: mode_t(current.mode ?? 0o644), identifier: identifier)
         // Narrow the window between the version check and the rename as far as we can.
@@ -173,7 +173,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         let p = try path(of: identifier)
         let rc = current.type == .directory ? rmdir(p) : unlink(p)
         guard rc == 0 else { throw failure(errno, identifier, "delete") }
-        FileSystem.syncDirectory((p as NSString).deletingLastPathComponent)
+        FileSystem.syncDirectory(PathName.directory(of: p))
     }
 
     public func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
@@ -192,7 +192,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             throw failure(errno, ItemIdentifier(relative), "move")
         }
         FileSystem.syncDirectory(parentPath)
-        FileSystem.syncDirectory((source as NSString).deletingLastPathComponent)
+        FileSystem.syncDirectory(PathName.directory(of: source))
         return try item(ItemIdentifier(relative))
     }
 

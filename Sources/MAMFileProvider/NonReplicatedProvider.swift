@@ -187,7 +187,7 @@ public final class NonReplicatedProvider: Sendable {
                 throw MAMError.fromErrno("create placeholder \(path)")
             }
             temp.release()
-            FileSystem.syncDirectory((path as NSString).deletingLastPathComponent)
+            FileSystem.syncDirectory(PathName.directory(of: path))
         }
     }
 
@@ -207,7 +207,7 @@ public final class NonReplicatedProvider: Sendable {
                 throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
             }
             guard attributes.isPlaceholder else { return }
-            let download = try layout.makeTemporaryFile(name: (localPath as NSString).lastPathComponent)
+            let download = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
             let item = try binding.remote.readContents(of: attributes.identifier, into: download.url)
             try installProvidedCopy(plainFile: download.path, item: item, at: localPath) {
                 // Only replace what is still the same placeholder.
@@ -241,7 +241,7 @@ public final class NonReplicatedProvider: Sendable {
                 throw MAMError.fromErrno("create \(path)")
             }
             provided.release()
-            FileSystem.syncDirectory((path as NSString).deletingLastPathComponent)
+            FileSystem.syncDirectory(PathName.directory(of: path))
         } else {
             try provided.move(to: path)
         }
@@ -448,7 +448,7 @@ public final class NonReplicatedProvider: Sendable {
         guard !attributes.hasLocalChanges(st) else {
             throw MAMError.system("\(localPath) has changes that are not uploaded yet; not evicted", errno: EBUSY)
         }
-        let temp = try layout.makeTemporaryFile(name: (localPath as NSString).lastPathComponent)
+        let temp = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
         let fd = open(temp.path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw MAMError.fromErrno("open \(temp.path)") }
         defer { close(fd) }
@@ -484,7 +484,7 @@ public final class NonReplicatedProvider: Sendable {
             }
             guard let sourceStat = FileSystem.lstatPath(sourcePath) else { throw MAMError.fileNotFound(sourcePath) }
             guard !FileSystem.isDirectory(sourceStat) else { throw MAMError.operationOnDirectory(sourcePath) }
-            let name = (sourcePath as NSString).lastPathComponent
+            let name = PathName.lastComponent(of: sourcePath)
             let targetRelative = directoryRelative.isEmpty ? name : directoryRelative + "/" + name
             let target = layout.absolutePath(targetRelative)
             guard FileSystem.lstatPath(target) == nil else {

@@ -145,7 +145,7 @@ enum ReplicatedImport {
         guard let directoryRelative = layout.relativePath(of: directory) else {
             throw MAMError.invalidArguments("\(directory) is not inside \(layout.root)")
         }
-        let name = (sourcePath as NSString).lastPathComponent
+        let name = PathName.lastComponent(of: sourcePath)
         let relative = directoryRelative.isEmpty ? name : directoryRelative + "/" + name
         let target = layout.absolutePath(relative)
         guard FileSystem.lstatPath(target) == nil else { throw MAMError.cannotCreateOutput("\(target) already exists") }

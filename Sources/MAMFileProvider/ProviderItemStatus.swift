@@ -48,7 +48,7 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
         }
         return ProviderItemStatus(
             path: localPath, root: layout.root, kind: .nonReplicated, itemIdentifier: attributes?.identifier,
-            parentItemIdentifier: nil, filename: (localPath as NSString).lastPathComponent, type: type, size: size,
+            parentItemIdentifier: nil, filename: PathName.lastComponent(of: localPath), type: type, size: size,
             contentVersion: attributes?.contentVersion, metadataVersion: nil, materialized: materialized,
             pendingUpload: type == .file && (attributes.map { $0.hasLocalChanges(st) } ?? true),
             owner: accountId, localOwner: header?.owner, encrypted: header?.isEncrypted ?? false)
@@ -67,7 +67,7 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
         if type == .file { size = (try? ProtectedFileContent.plaintextSize(storedSize: Int64(st.st_size), header: header)) ?? 0 }
         return ProviderItemStatus(
             path: localPath, root: layout.root, kind: .replicated, itemIdentifier: row?.identifier,
-            parentItemIdentifier: row?.parent, filename: (localPath as NSString).lastPathComponent, type: type, size: size,
+            parentItemIdentifier: row?.parent, filename: PathName.lastComponent(of: localPath), type: type, size: size,
             contentVersion: row?.version.contentVersion, metadataVersion: row?.version.metadataVersion, materialized: true,
             pendingUpload: type != .directory && (row.map { $0.local != LocalStamp(st) } ?? true),
             owner: accountId, localOwner: header?.owner, encrypted: header?.isEncrypted ?? false)

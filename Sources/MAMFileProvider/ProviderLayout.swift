@@ -86,7 +86,7 @@ public struct ProviderLayout: Sendable {
             let layout = ProviderLayout(root: current)
             if layout.exists { return layout }
             if current == "/" || current.isEmpty { return nil }
-            current = (current as NSString).deletingLastPathComponent
+            current = PathName.directory(of: current)
         }
     }
 }
@@ -106,7 +106,7 @@ final class TemporaryFile {
     func move(to target: String) throws {
         guard rename(path, target) == 0 else { throw MAMError.fromErrno("rename to \(target)") }
         owned = false
-        FileSystem.syncDirectory((target as NSString).deletingLastPathComponent)
+        FileSystem.syncDirectory(PathName.directory(of: target))
     }
 
     /// Forgets the file (it was renamed away by the caller).

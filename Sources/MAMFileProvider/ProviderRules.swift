@@ -104,7 +104,7 @@ public enum ProviderRules {
         defer { close(fd) }
         let header = try ProtectedFileHeader.read(fd: fd)
         try checkCanReceive(fileOwner: header?.owner, receiver: receiver, path: localPath, context: context)
-        let copy = try layout.makeTemporaryFile(name: (localPath as NSString).lastPathComponent)
+        let copy = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
         if header != nil {
             try context.files.decryptFile(path: localPath, toCopyPath: copy.path)
         } else {

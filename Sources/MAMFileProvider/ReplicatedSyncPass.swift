@@ -274,7 +274,7 @@ final class ReplicatedSyncPass {
                     let from = layout.absolutePath(row.localPath)
                     let to = layout.absolutePath(target)
                     do {
-                        try FileSystem.makeDirectories((to as NSString).deletingLastPathComponent)
+                        try FileSystem.makeDirectories(PathName.directory(of: to))
                         guard mamfs_renameat2(AT_FDCWD, from, AT_FDCWD, to, mamfs_RENAME_NOREPLACE) == 0 else {
                             throw MAMError.fromErrno("rename \(row.localPath) to \(target)")
                         }
@@ -436,7 +436,7 @@ final class ReplicatedSyncPass {
                     throw MAMError.fromErrno("create \(relative)")
                 }
                 temp.release()
-                FileSystem.syncDirectory((path as NSString).deletingLastPathComponent)
+                FileSystem.syncDirectory(PathName.directory(of: path))
             }
         }
         guard let entry = localEntry(relative) else { throw MAMError.fileNotFound(relative) }

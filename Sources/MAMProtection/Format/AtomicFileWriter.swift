@@ -17,8 +17,8 @@ public final class AtomicFileWriter {
     /// - Throws: `.cannotCreateOutput` when the directory is not writable or full.
     public init(targetPath: String) throws {
         self.targetPath = targetPath
-        let directory = (targetPath as NSString).deletingLastPathComponent
-        let base = (targetPath as NSString).lastPathComponent
+        let directory = PathName.directory(of: targetPath)
+        let base = PathName.lastComponent(of: targetPath)
         var template = Array(((directory.isEmpty ? "." : directory) + "/.\(base.prefix(80)).mamfs-tmp-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mamfs_mkostemp($0.baseAddress!) }
         guard fd >= 0 else {
@@ -47,7 +47,7 @@ public final class AtomicFileWriter {
         guard rename(temporaryPath, targetPath) == 0 else { let e = MAMError.fromErrno("rename to \(targetPath)"); abort(); throw e }
         finished = true
         close(fd)
-        let directory = (targetPath as NSString).deletingLastPathComponent
+        let directory = PathName.directory(of: targetPath)
         let dirfd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirfd >= 0 { _ = fsync(dirfd); close(dirfd) }
     }

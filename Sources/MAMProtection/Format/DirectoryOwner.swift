@@ -35,12 +35,12 @@ public enum DirectoryOwner {
     /// The inherited owner of `path`: the tag of the nearest tagged directory among `path`
     /// (if a directory) and its ancestors, stopping at `root` (inclusive) or at `/`.
     public static func inherited(path: String, root: String? = nil) -> String? {
-        var current = (path as NSString).standardizingPath
-        let stop = root.map { ($0 as NSString).standardizingPath }
+        var current = PathName.normalized(path)
+        let stop = root.map { PathName.normalized($0) }
         while true {
             if let owner = read(path: current) { return owner }
             if current == stop || current == "/" || current.isEmpty { return nil }
-            current = (current as NSString).deletingLastPathComponent
+            current = PathName.directory(of: current)
         }
     }
 }

@@ -89,7 +89,7 @@ public struct EnrollmentManager: Sendable {
         let known = try context.state.knownRoots().map(\.path)
         var examined = 0
         for root in roots + known {
-            let path = (root as NSString).standardizingPath
+            let path = PathName.normalized(root)
             guard !walked.contains(path) else { continue }
             walked.insert(path)
             var st = stat()

@@ -262,7 +262,7 @@ public struct FileProtectionManager: Sendable {
             var st = stat()
             if stat(current, &st) == 0, isStateDirectory(st) { return true }
             if current == "/" || current.isEmpty { return false }
-            current = (current as NSString).deletingLastPathComponent
+            current = PathName.directory(of: current)
         }
     }
 

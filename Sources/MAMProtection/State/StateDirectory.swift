@@ -55,9 +55,9 @@ public struct StateDirectory: Sendable, Hashable, CustomStringConvertible {
             return StateDirectory(path: expandTilde(value, home: home))
         }
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
-            return StateDirectory(path: (xdg as NSString).appendingPathComponent("mamfs"))
+            return StateDirectory(path: PathName.appending("mamfs", to: xdg))
         }
-        return StateDirectory(path: (home as NSString).appendingPathComponent(".local/share/mamfs"))
+        return StateDirectory(path: PathName.appending(".local/share/mamfs", to: home))
     }
 
     /// Creates the directory with mode 0700 (regardless of the umask), creating missing parents
@@ -93,7 +93,7 @@ public struct StateDirectory: Sendable, Hashable, CustomStringConvertible {
 
     private static func expandTilde(_ path: String, home: String) -> String {
         if path == "~" { return home }
-        if path.hasPrefix("~/") { return (home as NSString).appendingPathComponent(String(path.dropFirst(2))) }
+        if path.hasPrefix("~/") { return PathName.appending(String(path.dropFirst(2)), to: home) }
         return path
     }
 

@@ -98,6 +98,8 @@ final class MountedFixture: @unchecked Sendable {
     let log: String
     private var mounted = false
     private var inProcessDone: DispatchSemaphore?
+    /// True when the daemon writes its diagnostics to `log` (not in-process mounts).
+    private(set) var logsToFile = false
 
     var isManaged: Bool { kind == .managed }
     var environment: [String: String] {
@@ -144,7 +146,9 @@ final class MountedFixture: @unchecked Sendable {
         try shell("cd \"$M\" && " + script, environment: environment, timeout: timeout)
     }
 
-    private static var useInProcess: Bool {
+    /// The session runs on a thread of the test process (MAMFS_TEST_IN_PROCESS=1) instead of
+    /// a `mamfs mount` daemon; checks that need the daemon's own process are skipped then.
+    static var useInProcess: Bool {
         ProcessInfo.processInfo.environment["MAMFS_TEST_IN_PROCESS"] == "1"
     }
 
@@ -152,10 +156,13 @@ final class MountedFixture: @unchecked Sendable {
         let account = isManaged ? ["--account", MountedFixture.account] : []
         let opts = options.isEmpty ? [] : ["-o", options.joined(separator: ",")]
         if !MountedFixture.useInProcess {
-            let command = ([MamfsBinary.path, "mount", backing, mountpoint] + account + opts + ["--state", state]).map(shellQuote).joined(separator: " ")
+            // The daemon's diagnostics go to `log` (-o log=FILE); the CLI's own errors too (2>>).
+            let logOption = ["-o", "log=" + log]
+            let command = ([MamfsBinary.path, "mount", backing, mountpoint] + account + opts + logOption + ["--state", state]).map(shellQuote).joined(separator: " ")
             let result = try shell(command + " 2>>" + shellQuote(log))
             if result.status == 0 {
                 mounted = true
+                logsToFile = true
                 return
             }
             let logText = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
@@ -193,6 +200,15 @@ final class MountedFixture: @unchecked Sendable {
     var isMounted: Bool {
         let mountinfo = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         return mountinfo.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == mountpoint }
+    }
+
+    /// The `mamfs mount` daemon serving this mount (nil for in-process mounts).
+    var daemonPID: pid_t? { daemonPIDs.first }
+
+    /// Descriptors the daemon has open.
+    func daemonDescriptorCount() -> Int? {
+        guard let pid = daemonPID else { return nil }
+        return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"))?.count
     }
 
     /// PIDs of daemons serving this mountpoint.

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import MAMProtection
+@testable import MAMFS
+
+/// Faults found reviewing the daemon: each test is named after what broke.
+@Suite("Daemon robustness")
+struct DaemonRobustnessTests {
+    @Test("Names that are not UTF-8 keep their bytes (files, directories, symlink targets, renames)",
+          arguments: MountedFixture.Kind.allCases)
+    func nonUTF8NamesKeepTheirBytes(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let script = m.base + "/names.py"
+            try Data("""
+            import os, sys
+            d = os.fsencode(sys.argv[1])
+            f, sub, link, moved = b"caf\\xe9", b"d\\xff", b"l\\xfd", b"m\\xe0v\\xe9"
+            with open(os.path.join(d, f), "wb") as h: h.write(b"bytes")
+            os.mkdir(os.path.join(d, sub))
+            os.symlink(b"t\\xfe", os.path.join(d, link))
+            os.rename(os.path.join(d, f), os.path.join(d, sub, moved))
+            print(sorted(os.listdir(d)), os.listdir(os.path.join(d, sub)), os.readlink(os.path.join(d, link)))
+            print(open(os.path.join(d, sub, moved), "rb").read(), os.stat(os.path.join(d, sub, moved)).st_size)
+            """.utf8).write(to: URL(fileURLWithPath: script))
+            let r = try shell("python3 \(shellQuote(script)) \(shellQuote(m.mountpoint)) && python3 -c 'import os, sys; print(sorted(os.listdir(os.fsencode(sys.argv[1]))))' \(shellQuote(m.backing))")
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out == """
+            [b'd\\xff', b'l\\xfd'] [b'm\\xe0v\\xe9'] b't\\xfe'
+            b'bytes' 5
+            [b'd\\xff', b'l\\xfd']
+
+            """)
+        }
+    }
+
+    @Test("The daemon's descriptors return to the baseline after cp -a of /usr/share/doc and rm -rf",
+          .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/fd"),
+          arguments: MountedFixture.Kind.allCases)
+    func descriptorsReturnToBaseline(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let baseline = try #require(m.daemonDescriptorCount())
+            let r = try m.sh("cp -a /usr/share/doc copy && diff -r --no-dereference /usr/share/doc copy && echo same && rm -rf copy")
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out == "same\n")
+            // FORGETs for removed nodes arrive asynchronously.
+            var count = m.daemonDescriptorCount() ?? -1
+            for _ in 0..<100 where count != baseline {
+                usleep(100_000)
+                count = m.daemonDescriptorCount() ?? -1
+            }
+            #expect(count == baseline)
+        }
+    }
+
+    @Test("Protecting a file with its own owner again keeps no extra descriptor and open handles still read",
+          .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/fd"))
+    func reprotectingKeepsDescriptorsAndOpenHandles() throws {
+        try withMount(.managed) { m in
+            let w = try m.sh("echo data > f")
+            #expect(w.status == 0)
+            // The open descriptor keeps the node (and its entry) alive across the calls.
+            let r = try m.sh("""
+            exec 3<f; ls -l /proc/$(pgrep -f "mount $B $M" | head -1)/fd | wc -l; \
+            for i in $(seq 30); do setfattr -n user.mam.owner -v "$ACCT" f || exit 1; done; \
+            ls -l /proc/$(pgrep -f "mount $B $M" | head -1)/fd | wc -l; cat <&3
+            """)
+            #expect(r.status == 0, "\(r.err)")
+            let lines = r.out.split(separator: "\n").map(String.init)
+            #expect(lines.count == 3 && lines[2] == "data", "\(r.out)")
+            if lines.count == 3, let before = Int(lines[0]), let after = Int(lines[1]) {
+                #expect(after - before < 5, "descriptors \(before) -> \(after)")
+            }
+        }
+    }
+
+    @Test("A daemon started with a low soft open-file limit serves more files than that limit",
+          .enabled(if: !MountedFixture.useInProcess, "starts its own mamfs mount daemon"))
+    func daemonRaisesOpenFileLimit() throws {
+        try withMount(.unmanaged) { m in
+            let mountpoint = m.base + "/lowlimit"
+            defer {
+                _ = try? shell("fusermount3 -u \(shellQuote(mountpoint)) 2>/dev/null || fusermount3 -uz \(shellQuote(mountpoint)) 2>/dev/null", timeout: 30)
+            }
+            let r = try m.sh("""
+            mkdir -p "$BASE/lowb" "$BASE/lowlimit" && \
+            ( ulimit -Sn 256 && "$MAMFS" mount "$BASE/lowb" "$BASE/lowlimit" --state "$S" ) && \
+            cd "$BASE/lowlimit" && mkdir d && for i in $(seq 600); do echo $i > d/f$i || exit 1; done && \
+            ls -l d | grep -c ' f' && cat d/f600
+            """)
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out == "600\n600\n")
+        }
+    }
+}
