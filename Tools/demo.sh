@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The mamfs demo on real files: a demo state directory, a managed account whose policy requires
-# encryption, the licenses in /usr/share/common-licenses encrypted, inspected, decrypted to
-# copies and compared, and a protect-data round trip. Builds nothing: `make demo` builds the
+# encryption, a mount over a demo backing directory, the licenses in /usr/share/common-licenses
+# copied in and read back, their owner and encryption shown, proof that the backing bytes are
+# ciphertext, a CLI decrypt of a backing file, an unmount, and a protect-data round trip. Builds nothing: `make demo` builds the
 # release binary and passes its path.
 #
 # usage: Tools/demo.sh PATH/TO/mamfs
@@ -45,56 +46,67 @@ setup_state() {
     show mamfs policy show "$UPN"
 }
 
-# The main job on real files. (Issue 3 replaces this with a mount over a backing directory.)
-run_files_demo() {
-    step "Real files from $LICENSES (in $WORK)"
-    cd "$WORK"
-    mkdir -p plain encrypted decrypted
-    local count=0 file name
+# The main job: a mount over a backing directory, used by ordinary programs.
+BACKING="$DEMO_DIR/backing"
+MOUNTPOINT="$DEMO_DIR/mnt"
+MOUNT_LOG="$DEMO_DIR/mount.log"
+MOUNTED=0
+
+unmount_demo() {
+    if [[ $MOUNTED -eq 1 ]]; then
+        "$MAMFS" unmount "$MOUNTPOINT" 2>/dev/null || fusermount3 -uz "$MOUNTPOINT" 2>/dev/null || true
+        MOUNTED=0
+    fi
+}
+
+run_mount_demo() {
+    step "Mount $BACKING at $MOUNTPOINT for $UPN (files created there belong to the managed account)"
+    mkdir -p "$BACKING" "$MOUNTPOINT"
+    trap unmount_demo EXIT
+    show mamfs mount "$BACKING" "$MOUNTPOINT" --account "$UPN" -o "log=$MOUNT_LOG"
+    MOUNTED=1
+
+    step "Real files from $LICENSES copied in with cp -a"
+    show cp -a "$LICENSES" "$MOUNTPOINT/licenses"
+    local count=0 same=0 file name
     for file in "$LICENSES"/*; do
         [[ -f "$file" && ! -L "$file" ]] || continue
-        cp "$file" plain/
+        name="$(basename "$file")"
         count=$((count + 1))
+        if cmp -s "$file" "$MOUNTPOINT/licenses/$name"; then same=$((same + 1)); else fail "$name reads back different"; fi
     done
     [[ $count -gt 0 ]] || { fail "no files in $LICENSES"; return; }
-    echo "copied $count files into plain/"
+    echo "$same of $count files read back identical through the mount"
+    show ls -l "$MOUNTPOINT/licenses" | head -6
 
-    step "Encrypt each file for $UPN (mamfs encrypt -o)"
-    echo '$ for f in plain/*; do mamfs encrypt "$f" --account '"$UPN"' -o "encrypted/${f#plain/}"; done'
-    for file in plain/*; do
-        name="${file#plain/}"
-        mamfs encrypt "$file" --account "$UPN" -o "encrypted/$name" || fail "encrypt $name"
-    done
-    echo '$ mamfs info encrypted/*'
-    mamfs info encrypted/*
+    step "Owner and encryption, through the mount (xattrs) and on the backing files (mamfs info)"
+    show getfattr --absolute-names -n user.mam.owner "$MOUNTPOINT/licenses/GPL-3"
+    show getfattr --absolute-names -n user.mam.encrypted "$MOUNTPOINT/licenses/GPL-3"
+    [[ "$(getfattr --absolute-names --only-values -n user.mam.owner "$MOUNTPOINT/licenses/GPL-3")" == "$ACCOUNT" ]] \
+        || fail "user.mam.owner is not $ACCOUNT"
+    show mamfs info "$BACKING/licenses/GPL-3" "$BACKING/licenses/Apache-2.0"
+    local owned
+    owned="$(mamfs info --json "$BACKING"/licenses/* | grep -c "\"owner\" : \"$ACCOUNT\"" || true)"
+    [[ $owned -ge $count ]] || fail "info: only $owned of $count backing files owned by $ACCOUNT"
 
-    step "The stored bytes are ciphertext"
-    printf '$ grep -l "%s" plain/* encrypted/*\n' "$PHRASE"
-    grep -l "$PHRASE" plain/* encrypted/* || true
-    local in_plain in_encrypted
-    in_plain="$(grep -l "$PHRASE" plain/* | wc -l || true)"
-    in_encrypted="$(grep -l "$PHRASE" encrypted/* | wc -l || true)"
-    echo "files containing '$PHRASE': plain $in_plain, encrypted $in_encrypted"
-    [[ $in_plain -gt 0 ]] || fail "the phrase is not in the plain files"
-    [[ $in_encrypted -eq 0 ]] || fail "the phrase appears in $in_encrypted encrypted files"
-    # mamfs info --json says every file is encrypted and owned by the demo account.
-    local encrypted_count
-    encrypted_count="$(mamfs info --json encrypted/* | grep -c "\"owner\" : \"$ACCOUNT\"" || true)"
-    [[ $encrypted_count -eq $count ]] || fail "info: $encrypted_count of $count files owned by $ACCOUNT"
+    step "The backing bytes are ciphertext"
+    printf '$ grep -rl "%s" %s | wc -l\n' "$PHRASE" "$MOUNTPOINT"
+    local in_mount in_backing
+    in_mount="$(grep -rl "$PHRASE" "$MOUNTPOINT" | wc -l || true)"
+    echo "$in_mount"
+    printf '$ grep -rl "%s" %s | wc -l\n' "$PHRASE" "$BACKING"
+    in_backing="$(grep -rl "$PHRASE" "$BACKING" | wc -l || true)"
+    echo "$in_backing"
+    [[ $in_mount -gt 0 ]] || fail "the phrase is not visible through the mount"
+    [[ $in_backing -eq 0 ]] || fail "the phrase appears in $in_backing backing files"
 
-    step "Decrypt to copies (mamfs decrypt -o) and compare with cmp"
-    local same=0
-    echo '$ for f in encrypted/*; do mamfs decrypt "$f" -o "decrypted/${f#encrypted/}"; cmp "plain/${f#encrypted/}" "decrypted/${f#encrypted/}"; done'
-    for file in encrypted/*; do
-        name="${file#encrypted/}"
-        mamfs decrypt "$file" -o "decrypted/$name" || { fail "decrypt $name"; continue; }
-        if cmp -s "plain/$name" "decrypted/$name"; then
-            same=$((same + 1))
-        else
-            fail "$name differs after the round trip"
-        fi
-    done
-    echo "$same of $count decrypted copies are identical to the originals"
+    step "The CLI reads the same backing files: decrypt one to a copy and compare"
+    show mamfs decrypt "$BACKING/licenses/GPL-3" -o "$WORK/GPL-3.decrypted"
+    cmp -s "$LICENSES/GPL-3" "$WORK/GPL-3.decrypted" && echo "identical to $LICENSES/GPL-3" || fail "CLI decrypt differs"
+
+    step "Unmount"
+    show mamfs unmount "$MOUNTPOINT"
+    MOUNTED=0
     FILES_TOTAL=$count
     FILES_SAME=$same
 }
@@ -116,7 +128,7 @@ run_data_demo() {
 summary() {
     step "Summary"
     echo "state:     $STATE"
-    echo "files:     ${FILES_TOTAL:-0} encrypted and decrypted, ${FILES_SAME:-0} identical after the round trip"
+    echo "files:     ${FILES_TOTAL:-0} copied into the mount, ${FILES_SAME:-0} read back identical; backing: ciphertext"
     if [[ $failures -eq 0 ]]; then
         echo "result:    OK"
     else
@@ -126,7 +138,7 @@ summary() {
 
 cd "$REPO"
 setup_state
-run_files_demo
+run_mount_demo
 run_data_demo
 summary
 [[ $failures -eq 0 ]]
