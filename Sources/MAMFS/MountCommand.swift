@@ -150,6 +150,16 @@ public enum MountCommand {
                 fuse.append(option)
             }
         }
+        if options.provider != nil {
+            guard let remote = options.remote, !remote.isEmpty else { throw MAMError.invalidArguments("--provider needs --remote DIR") }
+            let remoteRoot = try real(remote, "remote directory")
+            guard isDirectory(remoteRoot) else { throw MAMError.invalidArguments("remote \(remote) is not a directory") }
+            func inside(_ a: String, _ b: String) -> Bool { a == b || a.hasPrefix(b == "/" ? "/" : b + "/") }
+            if inside(remoteRoot, root) || inside(root, remoteRoot) || inside(remoteRoot, mountpoint) {
+                throw MAMError.invalidArguments("the remote \(remote) must not overlap the backing directory or the mountpoint")
+            }
+            options.remote = remoteRoot
+        }
         if !AccountIdentity.canonical(options.account).isEmpty {
             options.account = try context.resolveAccount(options.account).accountId
         } else {
@@ -279,6 +289,8 @@ public enum MountCommand {
             }
             defer { fuse_session_unmount(session) }
             ready(session)
+            fs.provider?.start()
+            defer { fs.provider?.stop() }
             let config = fuse_loop_cfg_create()
             defer { fuse_loop_cfg_destroy(config) }
             fuse_loop_cfg_set_idle_threads(config, 10)

@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import MAMFileProvider
 import MAMProtection
 
 /// The request handlers. Each answers its request exactly once.
@@ -11,6 +12,38 @@ extension OverlayFilesystem {
     private func node(_ ino: fuse_ino_t) throws -> Inode {
         guard let inode = table.inode(ino) else { throw FilesystemError(code: ESTALE) }
         return inode
+    }
+
+    /// EPERM/ENOENT for the provider's metadata directory at the root of a provider mount
+    /// (`.mamfs-provider` is not part of the tree programs see).
+    private func checkVisibleName(_ parent: Inode, _ name: UnsafePointer<CChar>, missing: Bool = false) throws {
+        guard provider != nil, parent.nodeid == table.root.nodeid, MountedProvider.isMetadataName(name) else { return }
+        throw FilesystemError(code: missing ? ENOENT : EPERM)
+    }
+
+    /// The backing path of `name` in the directory `dir`.
+    private func childPath(_ dir: Inode, _ name: UnsafePointer<CChar>) throws -> String {
+        let parent = try backingPath(dir)
+        return (parent == "/" ? "" : parent) + "/" + String(cString: name)
+    }
+
+    /// Materializes `inode` when it is a placeholder of a non-replicated provider mount:
+    /// `startProvidingItem` under the exclusive content lock, then the entry is pointed at the
+    /// provided file (it replaced the placeholder by rename).
+    private func materializeIfPlaceholder(_ inode: Inode) throws {
+        guard let provider, provider.nonReplicated != nil, inode.isRegular else { return }
+        var st = stat()
+        guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
+        try inode.content.writing {
+            let path = try backingPath(inode)
+            if try provider.materialize(path: path) { rekey(inode, toPath: path) }
+        }
+    }
+
+    /// A file written through a provider mount was closed, fsynced or truncated.
+    private func providerFileChanged(_ inode: Inode) {
+        guard let provider, let path = try? backingPath(inode) else { return }
+        inode.content.reading { provider.fileChanged(path: path) }
     }
 
     private func replyEntry(_ req: fuse_req_t?, _ inode: Inode, _ st: stat) {
@@ -38,6 +71,7 @@ extension OverlayFilesystem {
         refresh(force: false)
         do {
             let dir = try node(parent)
+            try checkVisibleName(dir, name, missing: true)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             replyEntry(req, inode, st)
         } catch { fail(req, error) }
@@ -71,7 +105,9 @@ extension OverlayFilesystem {
             }
             if toSet & FUSE_SET_ATTR_SIZE != 0 {
                 guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
+                if provider != nil && handle == nil { try materializeIfPlaceholder(inode) }
                 try truncate(inode, to: Int64(attr.st_size), handle: handle)
+                if provider != nil && handle == nil { providerFileChanged(inode) }
             }
             let timeBits = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW
             if toSet & timeBits != 0 {
@@ -129,6 +165,7 @@ extension OverlayFilesystem {
     func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t) {
         do {
             let dir = try node(parent)
+            try checkVisibleName(dir, name)
             guard mkdirat(dir.fd, name, mode & 0o7777) == 0 else { throw FilesystemError.current() }
             chownToCaller(req, dirFD: dir.fd, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
@@ -139,6 +176,7 @@ extension OverlayFilesystem {
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ rdev: dev_t) {
         do {
             let dir = try node(parent)
+            try checkVisibleName(dir, name)
             if (mode & S_IFMT) == S_IFREG {
                 // Regular files made by mknod are tagged like created ones.
                 let fd = try createTagged(req, dir: dir, name: name, mode: mode)
@@ -155,6 +193,7 @@ extension OverlayFilesystem {
     func symlink(_ req: fuse_req_t?, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
         do {
             let dir = try node(parent)
+            try checkVisibleName(dir, name)
             guard symlinkat(target, dir.fd, name) == 0 else { throw FilesystemError.current() }
             chownToCaller(req, dirFD: dir.fd, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
@@ -177,6 +216,7 @@ extension OverlayFilesystem {
         do {
             let inode = try node(ino)
             let dir = try node(newParent)
+            try checkVisibleName(dir, newName)
             guard linkat(AT_FDCWD, inode.procPath, dir.fd, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
             let (linked, st) = try lookupEntry(parent: dir, name: newName)
             replyEntry(req, linked, st)
@@ -186,8 +226,21 @@ extension OverlayFilesystem {
     func unlink(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, directory: Bool) {
         do {
             let dir = try node(parent)
+            try checkVisibleName(dir, name, missing: true)
+            guard let provider else {
+                guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+                fuse_reply_err(req, 0)
+                return
+            }
+            // The remote item is read before the local one goes (its attributes go with it);
+            // a file that keeps other hard links keeps its remote item.
+            let path = try childPath(dir, name)
+            var st = stat()
+            let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
+            let item = lastLink ? provider.itemBeforeRemoval(path: path) : nil
             guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
+            if lastLink { provider.itemRemoved(item, path: path) }
         } catch { fail(req, error) }
     }
 
@@ -196,9 +249,26 @@ extension OverlayFilesystem {
             let from = try node(parent)
             let to = try node(newParent)
             guard flags & ~(mamfs_fuse_RENAME_NOREPLACE | mamfs_fuse_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
+            guard let provider else {
+                let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
+                guard rc == 0 else { throw FilesystemError.current() }
+                fuse_reply_err(req, 0)
+                return
+            }
+            try checkVisibleName(from, name, missing: true)
+            try checkVisibleName(to, newName)
+            let exchange = flags & mamfs_fuse_RENAME_EXCHANGE != 0
+            let oldPath = try childPath(from, name)
+            let newPath = try childPath(to, newName)
+            // A target that is replaced loses its remote item (read before it goes), unless it
+            // is the same item (a rename onto itself or onto another hard link of it).
+            var replaced = exchange ? nil : provider.itemBeforeRemoval(path: newPath)
+            if let target = replaced, provider.itemBeforeRemoval(path: oldPath)?.identifier == target.identifier { replaced = nil }
             let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
             guard rc == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
+            provider.itemMoved(path: newPath, replaced: replaced)
+            if exchange { provider.itemMoved(path: oldPath, replaced: nil) }
         } catch { fail(req, error) }
     }
 
@@ -225,6 +295,7 @@ extension OverlayFilesystem {
         }
         defer { closedir(stream) }
         let checkOwners = hasWipedOwners
+        let hideMetadata = provider != nil && inode.nodeid == table.root.nodeid
         var entries: [DirectoryEntry] = []
         while true {
             errno = 0
@@ -239,6 +310,7 @@ extension OverlayFilesystem {
                 }
             }
             let type = entry.pointee.d_type
+            if hideMetadata && MountedProvider.isMetadataName(name) { continue }
             if checkOwners && type == UInt8(DT_REG) && ownerIsWiped(dirFD: Glibc.dirfd(stream), name: name) { continue }
             entries.append(DirectoryEntry(name: name, ino: UInt64(entry.pointee.d_ino), type: type))
         }
@@ -358,6 +430,7 @@ extension OverlayFilesystem {
         var registered: Inode?
         do {
             let dir = try node(parent)
+            try checkVisibleName(dir, name)
             let fd: Int32
             do {
                 fd = try createTagged(req, dir: dir, name: name, mode: mode)
@@ -365,6 +438,7 @@ extension OverlayFilesystem {
                 // The kernel thought the name was free, but it exists: open it instead.
                 let (inode, _) = try lookupEntry(parent: dir, name: name)
                 registered = inode
+                try materializeIfPlaceholder(inode)
                 let handle = try openHandle(inode, flags: fi.pointee.flags)
                 try replyCreate(req, inode, handle, fi)
                 return
@@ -421,6 +495,7 @@ extension OverlayFilesystem {
         refresh(force: true)
         do {
             let inode = try node(ino)
+            if provider != nil { try materializeIfPlaceholder(inode) }
             let handle = try openHandle(inode, flags: fi.pointee.flags)
             fi.pointee.fh = handle.retainedHandle()
             fi.pointee.direct_io = directIO(flags: fi.pointee.flags) ? 1 : 0
@@ -527,14 +602,21 @@ extension OverlayFilesystem {
             return
         }
         let rc = datasync ? fdatasync(handle.fd) : SwiftGlibc.fsync(handle.fd)
-        fuse_reply_err(req, rc == 0 ? 0 : errno)
+        let code = rc == 0 ? 0 : errno
+        if provider != nil && rc == 0 && handle.writable { providerFileChanged(handle.inode) }
+        fuse_reply_err(req, code)
     }
 
     func release(_ req: fuse_req_t?, _ fi: UnsafeMutablePointer<fuse_file_info>) {
-        if let handle = OpenFile.release(fi.pointee.fh) {
-            handle.inode.adjustOpenCount(-1)
+        guard let handle = OpenFile.release(fi.pointee.fh) else {
+            fuse_reply_err(req, 0)
+            return
         }
+        handle.inode.adjustOpenCount(-1)
+        let inode = handle.inode
+        let written = handle.writable
         fuse_reply_err(req, 0)
+        if provider != nil && written { providerFileChanged(inode) }
     }
 
     func fallocate(_ req: fuse_req_t?, _ mode: Int32, _ offset: Int, _ length: Int, _ fi: UnsafeMutablePointer<fuse_file_info>) {
@@ -621,6 +703,7 @@ extension OverlayFilesystem {
     func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: UnsafePointer<CChar>, _ size: Int) {
         do {
             let inode = try node(ino)
+            if provider != nil && MountedProvider.isProviderAttribute(name) { throw FilesystemError(code: ENODATA) }
             if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
                 guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
                 let bytes = Array(value.utf8)
@@ -665,6 +748,7 @@ extension OverlayFilesystem {
                 for name in raw[0..<n].split(separator: 0, omittingEmptySubsequences: true) {
                     let text = String(decoding: name, as: UTF8.self)
                     if text == OverlayFilesystem.ownerAttribute || text == OverlayFilesystem.encryptedAttribute { continue }
+                    if provider != nil && MountedProvider.isProviderAttribute(text) { continue }
                     names += name
                     names.append(0)
                 }
@@ -684,6 +768,7 @@ extension OverlayFilesystem {
         do {
             let inode = try node(ino)
             if isNamed(name, OverlayFilesystem.encryptedAttribute) { throw FilesystemError(code: EPERM) }
+            if provider != nil && MountedProvider.isProviderAttribute(name) { throw FilesystemError(code: EPERM) }
             if isNamed(name, OverlayFilesystem.ownerAttribute) {
                 var bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                 while bytes.last == 0 { bytes.removeLast() }
@@ -719,6 +804,7 @@ extension OverlayFilesystem {
             if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
                 throw FilesystemError(code: EPERM)
             }
+            if provider != nil && MountedProvider.isProviderAttribute(name) { throw FilesystemError(code: EPERM) }
             guard CFuse.removexattr(inode.procPath, name) == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
         } catch { fail(req, error) }

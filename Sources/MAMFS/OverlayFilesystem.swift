@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import MAMFileProvider
 import MAMProtection
 
 /// An errno to answer a FUSE request with.
@@ -21,6 +22,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     let table: InodeTable
     /// Connection options (max_write=...) parsed from -o, applied in init.
     var connectionOptions: OpaquePointer?
+    /// The file provider of a `--remote/--provider` mount; nil for a plain overlay (every
+    /// provider hook is then one branch).
+    let provider: MountedProvider?
 
     private let refreshMutex = Mutex()
     private var _generation: UInt64 = 1
@@ -43,8 +47,19 @@ final class OverlayFilesystem: @unchecked Sendable {
             throw MAMError.fromErrno("stat \(rootPath)")
         }
         table = InodeTable(rootFD: fd, rootStat: st)
+        if let kind = options.provider, let remote = options.remote {
+            provider = try MountedProvider(kind: kind, rootPath: rootPath, remote: remote, account: options.account,
+                                           syncInterval: options.syncInterval, context: context,
+                                           log: { mamfs_log_line("mamfs: \($0)\n") })
+        } else {
+            provider = nil
+        }
         _ = context.refreshIfChanged()
         wipedOwners = OverlayFilesystem.loadWipedOwners(context)
+        if let provider {
+            provider.initialPass()
+            provider.afterPass = { [weak self] in self?.rekeyReplacedEntries() }
+        }
     }
 
     // MARK: State changes made by other processes
@@ -188,6 +203,12 @@ final class OverlayFilesystem: @unchecked Sendable {
             let header = try self.header(inode, ctime: st.st_ctim)
             if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
             self.applyPlaintextSize(&st, header: header)
+            if header == nil, st.st_size == 0, let provider = self.provider,
+               let size = provider.placeholderSize(path: try self.backingPath(inode)) {
+                // A placeholder: the remote size; nothing is stored locally yet.
+                st.st_size = Int(size)
+                st.st_blocks = 0
+            }
         }
         if locked || !inode.isRegular { try body() } else { try inode.content.reading(body) }
         return st

@@ -22,7 +22,14 @@ enum CommandLineTool {
         AccountCommands.wipe,
         MountCommands.mount,
         MountCommands.unmount,
-    ]
+    ] + ProviderVerbs.all
+
+    /// Verbs with sub-verbs (`mamfs policy show`): the group name, its sub-verbs and the text
+    /// `mamfs GROUP --help` prints.
+    static var groups: [(name: String, subVerbs: [String], help: String)] {
+        [("policy", ["show", "set"], PolicyCommands.groupHelp),
+         ("provider", ["sync", "status", "evict", "import"], ProviderVerbs.groupHelp)]
+    }
 
     static var helpText: String {
         var lines = [
@@ -44,7 +51,8 @@ enum CommandLineTool {
             "~/.local/share/mamfs. 'mamfs VERB --help' describes a verb.",
             "",
             "exit codes: 0 ok, 64 usage, 65 corrupt or tampered data, 66 missing input, 70 internal",
-            "error, 73 cannot create output, 77 denied by policy or key unavailable.",
+            "error, 73 cannot create output, 74 I/O or sync item error, 75 remote unreachable (retry",
+            "later), 77 denied by policy or key unavailable.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }
@@ -69,22 +77,25 @@ enum CommandLineTool {
 
         var rest = Array(arguments.dropFirst())
         var name = first
-        if first == "policy" {
+        if let group = groups.first(where: { $0.name == first }) {
+            let expected = group.subVerbs.map { "'\($0)'" }
+            let listed = expected.count == 2 ? expected.joined(separator: " or ")
+                : expected.dropLast().joined(separator: ", ") + " or " + (expected.last ?? "")
             guard let sub = rest.first else {
-                Output.error("mamfs: policy: missing 'show' or 'set'")
-                Output.error("Try 'mamfs policy --help'.")
+                Output.error("mamfs: \(first): missing \(listed)")
+                Output.error("Try 'mamfs \(first) --help'.")
                 return ExitCode.usage
             }
             if sub == "--help" || sub == "-h" {
-                Output.out(PolicyCommands.groupHelp)
+                Output.out(group.help)
                 return ExitCode.ok
             }
-            guard sub == "show" || sub == "set" else {
-                Output.error("mamfs: policy: unknown sub-command '\(sub)' (expected 'show' or 'set')")
-                Output.error("Try 'mamfs policy --help'.")
+            guard group.subVerbs.contains(sub) else {
+                Output.error("mamfs: \(first): unknown sub-command '\(sub)' (expected \(listed))")
+                Output.error("Try 'mamfs \(first) --help'.")
                 return ExitCode.usage
             }
-            name = "policy \(sub)"
+            name = "\(first) \(sub)"
             rest.removeFirst()
         }
 

@@ -1,18 +1,26 @@
 import Foundation
 import MAMFS
+import MAMFileProvider
 import MAMProtection
 
 /// `mount` and `unmount`: the FUSE overlay of the MAMFS module.
 enum MountCommands {
     static let mount = Verb(
         "mount",
-        usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]"],
-        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. Returns once the mount answers unless -f.",
-        options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged)",
+        usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]",
+                "mamfs mount BACKING MOUNTPOINT --remote DIR --provider non-replicated|replicated",
+                "            [--sync-interval SECONDS] [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]"],
+        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. Returns once the mount answers unless -f.",
+        options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged);",
+                  "                        with --provider, the domain's account",
+                  "--remote DIR            the remote directory of a file-provider mount (needs --provider)",
+                  "--provider KIND         non-replicated or replicated (needs --remote)",
+                  "--sync-interval SECONDS seconds between sync passes of a replicated mount (default 5)",
                   "-f                      stay in the foreground until unmounted (SIGINT/SIGTERM unmount)",
                   "-o OPTIONS              FUSE options, comma-separated (allow_other, ro, default_permissions,",
                   "                        attr_timeout=S, entry_timeout=S, ...); repeatable"],
-        spec: ArgumentSpec(flags: ["-f"], options: ["--account"], repeatable: ["-o"], positionals: 2...2),
+        spec: ArgumentSpec(flags: ["-f"], options: ["--account", "--remote", "--provider", "--sync-interval"],
+                           repeatable: ["-o"], positionals: 2...2),
         run: runMount)
 
     static let unmount = Verb(
@@ -25,13 +33,19 @@ enum MountCommands {
     static func runMount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
         let backing = arguments.positionals[0]
         let mountpoint = arguments.positionals[1]
+        let provider = try providerOptions(arguments)
         let context = try invocation.openContext()
-        let options = MountOptions(backingDirectory: backing, mountpoint: mountpoint,
+        var options = MountOptions(backingDirectory: backing, mountpoint: mountpoint,
                                    account: arguments.value("--account") ?? "",
                                    foreground: arguments.flag("-f"),
                                    fuseOptions: arguments.values("-o"),
                                    stateDirectory: invocation.stateDirectory.url.path,
                                    passphraseFile: invocation.passphraseFile)
+        if let provider {
+            options.remote = BackingPath.resolved(provider.remote)
+            options.provider = provider.kind
+            options.syncInterval = provider.syncInterval
+        }
         do {
             return try MountCommand.run(options: options, context: context)
         } catch let failure as MountFailure {
@@ -39,6 +53,34 @@ enum MountCommands {
         } catch {
             throw CommandFailure(subject: mountpoint, error: error)
         }
+    }
+
+    /// `--remote DIR --provider KIND [--sync-interval SECONDS]`, checked: both or neither of
+    /// `--remote` and `--provider`, a known kind, a positive interval for a replicated mount only.
+    /// - Returns: nil for a plain overlay.
+    /// - Throws: `UsageError`.
+    static func providerOptions(_ arguments: ParsedArguments) throws -> (remote: String, kind: ProviderKind, syncInterval: Double)? {
+        let remote = arguments.value("--remote")
+        let kindName = arguments.value("--provider")
+        let interval = arguments.value("--sync-interval")
+        guard remote != nil || kindName != nil else {
+            if interval != nil { throw UsageError("--sync-interval needs --remote DIR --provider replicated") }
+            return nil
+        }
+        guard let remote, !remote.isEmpty else { throw UsageError("--provider needs --remote DIR") }
+        guard let kindName else { throw UsageError("--remote needs --provider non-replicated|replicated") }
+        guard let kind = ProviderKind(rawValue: kindName) else {
+            throw UsageError("unknown provider '\(kindName)' (expected 'non-replicated' or 'replicated')")
+        }
+        var seconds = 5.0
+        if let interval {
+            guard kind == .replicated else { throw UsageError("--sync-interval is for --provider replicated") }
+            guard let value = Double(interval), value.isFinite, value > 0 else {
+                throw UsageError("--sync-interval: expected a positive number of seconds, got '\(interval)'")
+            }
+            seconds = value
+        }
+        return (remote, kind, seconds)
     }
 
     static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {

@@ -1,0 +1,225 @@
+import Foundation
+import MAMFileProvider
+import MAMProtection
+
+/// `provider sync`, `provider status`, `provider evict` and `provider import`: the file-provider
+/// verbs. Each one maps its path arguments to the provider root (a path inside a running
+/// `mamfs mount` is mapped to the same path in the mount's backing directory, see
+/// `BackingPath`) and calls `MAMFileProvider.ProviderCommands`.
+enum ProviderVerbs {
+    static let sync = Verb(
+        "provider sync",
+        usage: ["mamfs provider sync BACKING [--remote DIR] [--account ACCOUNT] [--state DIR]"],
+        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. Shows progress when stderr is a terminal. Exit 0 clean, 75 remote unreachable (retry later), 77 an upload was refused by policy, 74 other item errors.",
+        options: ["--remote DIR            the remote directory; needed the first time, must match afterwards",
+                  "--account ACCOUNT       the domain's account the first time (default: unmanaged)"],
+        spec: ArgumentSpec(options: ["--remote", "--account"], positionals: 1...1),
+        run: runSync)
+
+    static let status = Verb(
+        "provider status",
+        usage: ["mamfs provider status PATH [--json] [--state DIR]"],
+        summary: "Show the file-provider state of PATH (in a mount or its backing directory): remote item, versions, whether the contents are present (materialized), pending upload, owner.",
+        options: ["--json                  print one JSON object: path, root, kind, itemIdentifier,",
+                  "                        parentItemIdentifier, filename, type, size, contentVersion,",
+                  "                        metadataVersion, materialized, pendingUpload, owner,",
+                  "                        localOwner, encrypted (unknown values are null)"],
+        spec: ArgumentSpec(flags: ["--json"], positionals: 1...1),
+        run: runStatus)
+
+    static let evict = Verb(
+        "provider evict",
+        usage: ["mamfs provider evict PATH [--state DIR]"],
+        summary: "Drop the local contents of the non-replicated provider file PATH and keep its placeholder; the next open downloads it again. Refused (exit 74) while it has changes not uploaded yet.",
+        spec: ArgumentSpec(positionals: 1...1),
+        run: runEvict)
+
+    static let importFile = Verb(
+        "provider import",
+        usage: ["mamfs provider import FILE --to DIR [--state DIR]"],
+        summary: "Bring FILE into the provider directory DIR (inside a mount, or its backing directory) and upload it: a protected FILE is decrypted to a copy first and only the plain copy is uploaded; when the domain's account may not receive FILE (receiveData policy) nothing is uploaded, FILE is left as it is and the exit code is 77.",
+        options: ["--to DIR                the destination directory, inside a provider mount or root"],
+        spec: ArgumentSpec(options: ["--to"], positionals: 1...1),
+        run: runImport)
+
+    /// Every provider verb, in `mamfs --help` order.
+    static let all = [sync, status, evict, importFile]
+
+    /// The `mamfs provider --help` text.
+    static var groupHelp: String {
+        var lines = ["usage: " + all[0].usage[0]]
+        for verb in all.dropFirst() { lines.append("       " + verb.usage[0]) }
+        lines += [
+            "",
+            "File providers: a remote directory made available in a mount (mamfs mount --remote DIR",
+            "--provider non-replicated|replicated). See 'mamfs provider VERB --help'.",
+            "",
+        ]
+        return lines.joined(separator: "\n")
+    }
+
+    static func runSync(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let backing = arguments.positionals[0]
+        if let remote = arguments.value("--remote"), remote.isEmpty { throw UsageError("--remote needs a directory") }
+        let context = try invocation.openContext()
+        let root = BackingPath.resolve(backing)
+        let progress = ProgressLine(prefix: "mamfs: provider sync: \(backing): ")
+        let report: SyncReport
+        do {
+            report = try attempt(backing) {
+                try MAMFileProvider.ProviderCommands.sync(localPath: root, remote: arguments.value("--remote"), context: context,
+                                                          account: arguments.value("--account")) { step in
+                    progress.update("\(step.done)/\(step.total) \(step.path)")
+                }
+            }
+            progress.finish()
+        } catch {
+            progress.finish()
+            throw error
+        }
+        for issue in report.errors {
+            invocation.report(CommandFailure(subject: issue.path.isEmpty ? backing : issue.path, message: issue.message,
+                                             exitCode: report.exitCode))
+        }
+        var counts: [String] = []
+        let pairs: [(String, Int)] = [("fetched", report.fetched), ("placeholders", report.placeholders),
+                                      ("deleted locally", report.deletedLocally), ("moved locally", report.movedLocally),
+                                      ("created", report.created), ("modified", report.modified),
+                                      ("deleted remotely", report.deletedRemotely), ("moved remotely", report.movedRemotely),
+                                      ("conflicts", report.conflicts), ("refused", report.refused)]
+        for (name, count) in pairs where count > 0 { counts.append("\(count) \(name)") }
+        let summary = counts.isEmpty ? "no changes" : counts.joined(separator: ", ")
+        let state = report.complete ? "" : " (stopped early: run it again)"
+        Output.line("Synced \(backing): \(summary)\(report.errors.isEmpty ? "" : ", \(report.errors.count) errors")\(state)")
+        return report.exitCode
+    }
+
+    static func runStatus(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let path = arguments.positionals[0]
+        let local = BackingPath.resolve(path)
+        let status = try attempt(path) { try MAMFileProvider.ProviderCommands.status(path: local) }
+        if arguments.flag("--json") {
+            func value(_ optional: String?) -> Any { optional.map { $0 as Any } ?? NSNull() }
+            let object: [String: Any] = [
+                "path": path,
+                "root": status.root,
+                "kind": status.kind.rawValue,
+                "itemIdentifier": value(status.itemIdentifier?.rawValue),
+                "parentItemIdentifier": value(status.parentItemIdentifier?.rawValue),
+                "filename": status.filename,
+                "type": status.type.rawValue,
+                "size": status.size,
+                "contentVersion": value(status.contentVersion),
+                "metadataVersion": value(status.metadataVersion),
+                "materialized": status.materialized,
+                "pendingUpload": status.pendingUpload,
+                "owner": status.owner,
+                "localOwner": value(status.localOwner),
+                "encrypted": status.encrypted,
+            ]
+            Output.out(try JSON.text(object))
+            return ExitCode.ok
+        }
+        func show(_ owner: String?) -> String {
+            guard let owner else { return "-" }
+            return owner.isEmpty ? "(unmanaged)" : owner
+        }
+        let rows: [[String]] = [
+            ["path:", path],
+            ["root:", "\(status.root) (\(status.kind.rawValue))"],
+            ["item:", status.itemIdentifier?.rawValue ?? "- (not uploaded yet)"],
+            ["type:", status.type.rawValue],
+            ["size:", String(status.size)],
+            ["contentVersion:", status.contentVersion ?? "-"],
+            ["metadataVersion:", status.metadataVersion ?? "-"],
+            ["materialized:", status.materialized ? "yes" : "no (placeholder)"],
+            ["pendingUpload:", status.pendingUpload ? "yes" : "no"],
+            ["owner:", show(status.owner)],
+            ["encrypted:", status.encrypted ? "yes" : "no"],
+        ]
+        Output.out(Output.table(rows))
+        return ExitCode.ok
+    }
+
+    static func runEvict(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let path = arguments.positionals[0]
+        let local = BackingPath.resolve(path)
+        try attempt(path) { try MAMFileProvider.ProviderCommands.evict(path: local) }
+        return ExitCode.ok
+    }
+
+    static func runImport(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+        let source = arguments.positionals[0]
+        guard let directory = arguments.value("--to") else { throw UsageError("missing --to DIR") }
+        guard !directory.isEmpty else { throw UsageError("--to needs a directory") }
+        let context = try invocation.openContext()
+        let local = BackingPath.resolve(directory)
+        let item = try attempt(source) {
+            try MAMFileProvider.ProviderCommands.importFile(source, toDirectory: local, context: context)
+        }
+        Output.line("Imported \(source) into \(directory) as item \(item.itemIdentifier.rawValue)")
+        return ExitCode.ok
+    }
+}
+
+/// Maps a path inside a running `mamfs mount` to the same path in the mount's backing
+/// directory, where the provider root (with its hidden `.mamfs-provider`) is. The mount table
+/// (`/proc/self/mountinfo`) names each mamfs mount with file system type `fuse.mamfs` and
+/// source = the backing directory (`MountCommand` passes `fsname=BACKING`).
+enum BackingPath {
+    /// `path` made absolute with its directory resolved (the last component is not followed,
+    /// so a symlink is meant as itself), then mapped into the backing directory of the
+    /// innermost mamfs mount holding it; paths outside every mamfs mount come back resolved
+    /// but otherwise unchanged.
+    static func resolve(_ path: String) -> String {
+        let absolute = resolved(path)
+        var best: (mountpoint: String, source: String)?
+        for mount in mamfsMounts() where absolute == mount.mountpoint || absolute.hasPrefix(mount.mountpoint == "/" ? "/" : mount.mountpoint + "/") {
+            if best == nil || mount.mountpoint.count > best!.mountpoint.count { best = mount }
+        }
+        guard let best else { return absolute }
+        let rest = absolute.dropFirst(best.mountpoint.count)
+        return best.source + (best.mountpoint == "/" && !rest.isEmpty ? "/" + rest : String(rest))
+    }
+
+    /// The absolute path with symlinks in its directory part resolved.
+    static func resolved(_ path: String) -> String {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            absolute = FileManager.default.currentDirectoryPath + "/" + path
+        }
+        absolute = URL(fileURLWithPath: absolute).standardizedFileURL.path
+        if let whole = realPath(absolute), isDirectoryNotLink(absolute) { return whole }
+        let parent = (absolute as NSString).deletingLastPathComponent
+        let name = (absolute as NSString).lastPathComponent
+        guard let resolvedParent = realPath(parent) else { return absolute }
+        return resolvedParent == "/" ? "/" + name : resolvedParent + "/" + name
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func isDirectoryNotLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Every mamfs mount of this mount namespace: (mountpoint, backing directory).
+    static func mamfsMounts() -> [(mountpoint: String, source: String)] {
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        var mounts: [(mountpoint: String, source: String)] = []
+        for line in table.split(separator: "\n") {
+            // id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+            let fields = line.split(separator: " ").map(String.init)
+            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 2 < fields.count,
+                  fields[dash + 1] == "fuse.mamfs" else { continue }
+            let source = MountCommands.unescapeMountField(fields[dash + 2])
+            guard source.hasPrefix("/") else { continue }
+            mounts.append((MountCommands.unescapeMountField(fields[4]), source))
+        }
+        return mounts
+    }
+}

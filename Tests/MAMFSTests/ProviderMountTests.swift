@@ -1,0 +1,345 @@
+import Foundation
+import Glibc
+import MAMProtection
+import Testing
+@testable import MAMFS
+
+/// A file-provider mount for one test: a fresh state with the managed account enrolled under
+/// a chosen policy, a remote holding a copy of part of /usr/share/doc, and `mamfs mount
+/// --remote --provider` through the real CLI (attribute and entry timeouts 0, so changes made
+/// in the backing directory by the CLI or a sync pass are seen at once). Teardown always
+/// unmounts and ends the daemon.
+final class ProviderMount: @unchecked Sendable {
+    static let account = MountedFixture.account
+    /// How many files of /usr/share/doc the remote gets (sorted by path).
+    static let docFiles = 300
+
+    let kind: String
+    let base: String
+    let state: String
+    let remote: String
+    let backing: String
+    let mountpoint: String
+    let log: String
+    private var mounted = false
+
+    var environment: [String: String] {
+        ["M": mountpoint, "B": backing, "R": remote, "S": state, "MAMFS": MamfsBinary.path, "ACCT": Self.account, "BASE": base]
+    }
+
+    /// - Parameters:
+    ///   - kind: "non-replicated" or "replicated".
+    ///   - encrypt: the account's `fileProviderEncryptFiles`.
+    ///   - receiveData: the account's `receiveData`.
+    init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1) throws {
+        self.kind = kind
+        base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
+        state = base + "/state"
+        remote = base + "/remote"
+        backing = base + "/backing"
+        mountpoint = base + "/mnt"
+        log = base + "/daemon.log"
+        for dir in [base, remote, backing, mountpoint] {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        }
+        let policy = base + "/policy.json"
+        try Data("""
+        {"fileEncryptionRequired": \(encrypt), "fileProviderEncryptFiles": \(encrypt), "receiveData": "\(receiveData)"}
+        """.utf8).write(to: URL(fileURLWithPath: policy))
+        try mamfs(["init"])
+        try mamfs(["enroll", Self.account, "--policy", policy])
+        let copy = try shell("cd /usr/share/doc && find . -type f | sort | head -n \(Self.docFiles) | tar -cf - -T - | tar -xf - -C \(shellQuote(remote))")
+        guard copy.status == 0 else { throw FixtureError(description: "copy of /usr/share/doc failed: \(copy.err)") }
+        var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
+                         "-o", "attr_timeout=0,entry_timeout=0,log=" + log]
+        if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
+        try mamfs(arguments)
+        mounted = true
+    }
+
+    deinit {
+        close()
+        try? FileManager.default.removeItem(atPath: base)
+    }
+
+    @discardableResult
+    func mamfs(_ arguments: [String], check: Bool = true) throws -> ShellResult {
+        let quoted = ([MamfsBinary.path] + arguments + ["--state", state]).map(shellQuote).joined(separator: " ")
+        let result = try shell(quoted)
+        if check && result.status != 0 {
+            throw FixtureError(description: "mamfs \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)")
+        }
+        return result
+    }
+
+    /// Runs a bash script with $M, $B, $R, $S, $MAMFS, $ACCT set.
+    func sh(_ script: String) throws -> ShellResult {
+        try shell(script, environment: environment)
+    }
+
+    var isMounted: Bool {
+        let mountinfo = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        return mountinfo.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == mountpoint }
+    }
+
+    private var daemonPIDs: [pid_t] {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+        return entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry), pid != getpid(),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            return args.contains("mount") && args.contains(mountpoint) ? pid : nil
+        }
+    }
+
+    /// Unmounts (fusermount3 -u, then -uz) and waits for the daemon to exit (it stops its
+    /// sync thread first). Idempotent.
+    func close() {
+        guard mounted else { return }
+        mounted = false
+        let pids = daemonPIDs
+        for attempt in 0..<20 {
+            let lazy = attempt >= 10 ? "z" : ""
+            _ = try? shell("fusermount3 -u\(lazy) \(shellQuote(mountpoint)) 2>/dev/null", timeout: 20)
+            if !isMounted { break }
+            usleep(200_000)
+        }
+        for pid in pids {
+            for _ in 0..<100 where kill(pid, 0) == 0 { usleep(100_000) }
+            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+        }
+    }
+
+    // MARK: Trees
+
+    /// Regular files below `root` (relative path -> size), `.mamfs-provider` left out.
+    func files(under root: String) -> [String: Int] {
+        var result: [String: Int] = [:]
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return result }
+        while let relative = walker.nextObject() as? String {
+            if relative == ".mamfs-provider" { walker.skipDescendants(); continue }
+            var st = stat()
+            guard lstat(root + "/" + relative, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            result[relative] = Int(st.st_size)
+        }
+        return result
+    }
+
+    func read(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+    /// Remote files that start with the protected-file magic (must always be empty).
+    func protectedRemoteFiles() -> [String] {
+        files(under: remote).keys.filter { relative in
+            guard let handle = FileHandle(forReadingAtPath: remote + "/" + relative) else { return false }
+            defer { try? handle.close() }
+            let prefix = handle.readData(ofLength: ProtectedFileHeader.magic.count)
+            return Array(prefix) == ProtectedFileHeader.magic
+        }.sorted()
+    }
+
+    func backingHeader(_ relative: String) throws -> ProtectedFileHeader? {
+        let fd = open(backing + "/" + relative, O_RDONLY)
+        guard fd >= 0 else { throw FixtureError(description: "cannot open backing \(relative): errno \(errno)") }
+        defer { Glibc.close(fd) }
+        return try ProtectedFileHeader.read(fd: fd)
+    }
+
+    func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+
+    /// Waits up to `seconds` for `condition` (sync passes and uploads run after close).
+    @discardableResult
+    func wait(_ seconds: Double = 15, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(100_000)
+        }
+        return condition()
+    }
+
+    /// A remote file not in the first few (sorted), for the scenarios.
+    func someRemoteFiles(_ count: Int) -> [String] {
+        Array(files(under: remote).filter { $0.value > 0 }.keys.sorted().prefix(count))
+    }
+}
+
+private let fuseUsable: Bool = {
+    let fd = open("/dev/fuse", O_RDWR)
+    if fd >= 0 { close(fd) }
+    return fd >= 0
+}()
+
+@Suite("File providers through the mount", .enabled(if: fuseUsable), .serialized)
+struct ProviderMountTests {
+    static let kinds = ["non-replicated", "replicated"]
+
+    @Test("every remote file appears with its size, reads give the remote bytes, the backing copy is encrypted exactly when shouldFileProviderEncryptFiles; the remote stays plain",
+          arguments: kinds, [true, false])
+    func providedTree(kind: String, encrypt: Bool) throws {
+        let m = try ProviderMount(kind, encrypt: encrypt)
+        defer { m.close() }
+        let remoteFiles = m.files(under: m.remote)
+        #expect(remoteFiles.count == ProviderMount.docFiles)
+        #expect(m.files(under: m.mountpoint) == remoteFiles, "names and sizes in the mount")
+        if kind == "non-replicated" {
+            let backing = m.files(under: m.backing)
+            #expect(Set(backing.keys) == Set(remoteFiles.keys))
+            #expect(backing.values.allSatisfy { $0 == 0 }, "placeholders before the first open")
+        }
+        // The provider's own files and attributes are not part of the mount.
+        let hidden = try m.sh("ls -a \"$M\" | grep -c mamfs-provider; cat \"$M/.mamfs-provider/provider.db\" 2>&1 >/dev/null | grep -c 'No such file'; getfattr -d -m - -R \"$M\" 2>/dev/null | grep -c user.mam.fp")
+        #expect(hidden.out == "0\n1\n0\n", "\(hidden.err)")
+
+        let diff = try m.sh("diff -r \"$R\" \"$M\" && echo same")
+        #expect(diff.out == "same\n", "\(diff.out.prefix(500)) \(diff.err.prefix(500))")
+        var wrong: [String] = []
+        for relative in remoteFiles.keys {
+            let header = try m.backingHeader(relative)
+            if header?.owner != ProviderMount.account || header?.isEncrypted != encrypt { wrong.append(relative) }
+        }
+        #expect(wrong.isEmpty, "backing copies not \(encrypt ? "encrypted" : "plain-tagged"): \(wrong.prefix(5))")
+        if encrypt {
+            let sample = try #require(m.someRemoteFiles(1).first)
+            let raw = try #require(m.read(m.backing + "/" + sample))
+            let plain = try #require(m.read(m.remote + "/" + sample))
+            #expect(raw.range(of: plain.prefix(64)) == nil, "ciphertext in the backing copy")
+        }
+        #expect(m.protectedRemoteFiles().isEmpty)
+    }
+
+    @Test("local changes are pushed: a file written in the mount uploads plain bytes, rename moves the remote item without re-upload, delete deletes",
+          arguments: kinds)
+    func localChanges(kind: String) throws {
+        let m = try ProviderMount(kind)
+        defer { m.close() }
+        let picks = m.someRemoteFiles(3)
+        try #require(picks.count == 3)
+        let (modified, renamed, deleted) = (picks[0], picks[1], picks[2])
+
+        // Create and modify.
+        let created = try m.sh("echo 'written in the mount' > \"$M/new-file.txt\" && printf 'appended\\n' >> \"$M/\(modified)\"")
+        #expect(created.status == 0, "\(created.err)")
+        let expectedModified = (m.read(m.mountpoint + "/" + modified) ?? Data())
+        #expect(expectedModified.suffix(9) == Data("appended\n".utf8))
+        #expect(m.wait { m.read(m.remote + "/new-file.txt") == Data("written in the mount\n".utf8) }, "created file uploaded")
+        #expect(m.wait { m.read(m.remote + "/" + modified) == expectedModified }, "modified file uploaded")
+        #expect(m.protectedRemoteFiles().isEmpty)
+
+        // Rename (into another directory, under a new name): the remote file keeps its inode.
+        let remoteInode = try #require(m.inode(m.remote + "/" + renamed))
+        let backingInode = try #require(m.inode(m.backing + "/" + renamed))
+        let mv = try m.sh("mkdir -p \"$M/moved-here\" && mv \"$M/\(renamed)\" \"$M/moved-here/renamed.txt\"")
+        #expect(mv.status == 0, "\(mv.err)")
+        #expect(m.wait { m.inode(m.remote + "/moved-here/renamed.txt") == remoteInode }, "renamed on the remote, same inode")
+        #expect(m.inode(m.remote + "/" + renamed) == nil)
+        #expect(m.inode(m.backing + "/moved-here/renamed.txt") == backingInode, "local inode kept")
+        #expect(m.read(m.mountpoint + "/moved-here/renamed.txt") == m.read(m.remote + "/moved-here/renamed.txt"))
+
+        // Delete.
+        #expect(try m.sh("rm \"$M/\(deleted)\"").status == 0)
+        #expect(m.wait { m.inode(m.remote + "/" + deleted) == nil }, "deleted on the remote")
+        #expect(m.protectedRemoteFiles().isEmpty)
+        #expect(m.files(under: m.mountpoint) == m.files(under: m.remote), "mount and remote agree")
+    }
+
+    @Test("non-replicated: mamfs provider evict drops the local copy, a re-read gives identical bytes; status follows")
+    func evictAndRematerialize() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let name = try #require(m.someRemoteFiles(1).first)
+        let path = m.mountpoint + "/" + name
+        let status0 = try m.mamfs(["provider", "status", path, "--json"])
+        #expect(status0.out.contains("\"materialized\" : false"), "\(status0.out)")
+        let first = try #require(m.read(path))
+        #expect(first == m.read(m.remote + "/" + name))
+        #expect(try m.backingHeader(name)?.isEncrypted == true)
+        #expect(try m.mamfs(["provider", "status", path, "--json"]).out.contains("\"materialized\" : true"))
+
+        let evict = try m.mamfs(["provider", "evict", path], check: false)
+        #expect(evict.status == 0, "\(evict.err)")
+        #expect(m.files(under: m.backing)[name] == 0, "placeholder again")
+        #expect(m.files(under: m.mountpoint)[name] == first.count, "placeholder keeps the size")
+        #expect(try m.mamfs(["provider", "status", path, "--json"]).out.contains("\"materialized\" : false"))
+        #expect(m.read(path) == first, "re-materialized bytes")
+        #expect((m.files(under: m.backing)[name] ?? 0) > 0)
+        #expect(m.protectedRemoteFiles().isEmpty)
+    }
+
+    @Test("mamfs provider import into the mount: an encrypted file is decrypted before upload", arguments: kinds)
+    func importEncrypted(kind: String) throws {
+        let m = try ProviderMount(kind)
+        defer { m.close() }
+        let source = m.base + "/outside/report.txt"
+        try FileManager.default.createDirectory(atPath: m.base + "/outside", withIntermediateDirectories: true)
+        try Data("quarterly numbers\n".utf8).write(to: URL(fileURLWithPath: source))
+        try m.mamfs(["encrypt", source, "--account", ProviderMount.account])
+        let before = try #require(m.read(source))
+        #expect(Array(before.prefix(8)) == ProtectedFileHeader.magic)
+        let directory = try #require(m.files(under: m.remote).keys.sorted().first.map { ($0 as NSString).deletingLastPathComponent })
+        let result = try m.mamfs(["provider", "import", source, "--to", m.mountpoint + "/" + directory], check: false)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(m.read(m.remote + "/" + directory + "/report.txt") == Data("quarterly numbers\n".utf8))
+        #expect(m.read(source) == before, "source intact")
+        #expect(m.read(m.mountpoint + "/" + directory + "/report.txt") == Data("quarterly numbers\n".utf8))
+        #expect(m.protectedRemoteFiles().isEmpty)
+    }
+
+    @Test("a refused import (receiveData none, or managedOnly with a personal file) exits 77, remote and source unchanged; a refused file created in the mount stays local and is logged",
+          arguments: kinds, ["none", "managedOnly"])
+    func refusedImport(kind: String, receiveData: String) throws {
+        let m = try ProviderMount(kind, receiveData: receiveData)
+        defer { m.close() }
+        try FileManager.default.createDirectory(atPath: m.base + "/outside", withIntermediateDirectories: true)
+        let source = m.base + "/outside/personal.txt"
+        try Data("my own notes\n".utf8).write(to: URL(fileURLWithPath: source))
+        try m.mamfs(["protect", source, "--account", ""])
+        let sourceBefore = try #require(m.read(source))
+        let remoteBefore = m.files(under: m.remote)
+        let result = try m.mamfs(["provider", "import", source, "--to", m.mountpoint], check: false)
+        #expect(result.status == 77, "\(result.err)")
+        #expect(result.err.contains("denied by policy"))
+        #expect(m.read(source) == sourceBefore)
+        #expect(m.files(under: m.remote) == remoteBefore)
+        #expect(m.inode(m.backing + "/personal.txt") == nil)
+
+        // The same rule for a file created in the mount: an unmanaged-tagged directory gives
+        // its new files the unmanaged owner, which the account may not receive.
+        let local = try m.sh("""
+        mkdir "$M/personal" && setfattr -n user.mam.owner -v '' "$M/personal" && echo 'kept local' > "$M/personal/note.txt" && \
+        getfattr --only-values -n user.mam.owner "$M/personal/note.txt"; echo "|"; cat "$M/personal/note.txt"
+        """)
+        #expect(local.out == "|\nkept local\n", "\(local.err)")
+        #expect(m.wait(5) { ((try? String(contentsOfFile: m.log, encoding: .utf8)) ?? "").contains("denied by policy") }, "refusal logged")
+        #expect(m.read(m.remote + "/personal/note.txt") == nil, "nothing uploaded")
+        #expect(m.read(m.mountpoint + "/personal/note.txt") == Data("kept local\n".utf8), "the local file stays")
+        #expect(m.protectedRemoteFiles().isEmpty)
+    }
+
+    @Test("replicated: remote changes (create, modify, delete, rename) appear in the mount after a sync pass")
+    func remoteChangesAppear() throws {
+        let m = try ProviderMount("replicated", syncInterval: 1)
+        defer { m.close() }
+        let picks = m.someRemoteFiles(3)
+        try #require(picks.count == 3)
+        let (modified, deleted, renamed) = (picks[0], picks[1], picks[2])
+        let renamedBytes = try #require(m.read(m.remote + "/" + renamed))
+        // Another client: new files are written to a temp name and renamed into place.
+        let change = try m.sh("""
+        echo 'from another client' > "$R/.tmp-new" && mv "$R/.tmp-new" "$R/remote-new.txt" && \
+        echo 'changed remotely' > "$R/.tmp-mod" && mv "$R/.tmp-mod" "$R/\(modified)" && \
+        rm "$R/\(deleted)" && mv "$R/\(renamed)" "$R/renamed-remotely.bin"
+        """)
+        #expect(change.status == 0, "\(change.err)")
+        #expect(m.wait { m.read(m.mountpoint + "/remote-new.txt") == Data("from another client\n".utf8) }, "create")
+        #expect(m.wait { m.read(m.mountpoint + "/" + modified) == Data("changed remotely\n".utf8) }, "modify")
+        #expect(m.wait { m.inode(m.mountpoint + "/" + deleted) == nil }, "delete")
+        #expect(m.wait { m.read(m.mountpoint + "/renamed-remotely.bin") == renamedBytes }, "rename")
+        #expect(m.inode(m.mountpoint + "/" + renamed) == nil)
+        #expect(try m.backingHeader("remote-new.txt")?.isEncrypted == true)
+        #expect(m.protectedRemoteFiles().isEmpty)
+        #expect(m.files(under: m.mountpoint) == m.files(under: m.remote))
+    }
+}
