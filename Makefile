@@ -33,3 +33,36 @@ demo: deps build
 test: deps
 	$(SWIFT) build $(SWIFTPM_FLAGS)
 	MAMFS_BIN="$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(SWIFT) test $(SWIFTPM_FLAGS)
+
+# Long robustness runs (Tests/RobustnessTests with MAMFS_SOAK=1): millions of fsdiff operations
+# (FSDIFF_SEEDS x FSDIFF_OPS per mount kind), CRASH_ROUNDS crash rounds, FUZZ_SECONDS of libFuzzer,
+# CONCURRENCY_SCALE iterations; each knob can be set in the environment.
+.PHONY: soak
+soak: deps
+	$(SWIFT) build $(SWIFTPM_FLAGS)
+	MAMFS_SOAK=1 MAMFS_BIN="$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" \
+	  $(SWIFT) test $(SWIFTPM_FLAGS) --filter '^RobustnessTests\.'
+
+# Benchmarks (issue 6, docs/PERFORMANCE.md): mamfs against raw, bindfs, gocryptfs and securefs in
+# one run; needs root. BENCH_FLAGS="--quick" for a short run, "--only mamfs-enc" for one mount.
+BENCH_PACKAGES := gocryptfs securefs bindfs fio
+BENCH_FLAGS ?=
+.PHONY: bench
+bench: deps
+	@missing=""; \
+	for package in $(BENCH_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || \
+	    missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	  echo "make bench: installing$$missing"; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+	@python3 -c 'import matplotlib' 2>/dev/null || \
+	  python3 -m pip install -q matplotlib || \
+	  python3 -m pip install -q --break-system-packages matplotlib
+	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product mamfs
+	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	$$sudo python3 Tools/bench/run.py --mamfs "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(BENCH_FLAGS)

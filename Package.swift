@@ -24,6 +24,7 @@ let package = Package(
         .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection"]),
         .testTarget(name: "CLITests", dependencies: ["MAMProtection"]),
         .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "MAMProtection"]),
+        .testTarget(name: "RobustnessTests", dependencies: ["MAMProtection"], exclude: ["Scripts", "Regressions"]),
     ],
     swiftLanguageModes: [.v6]
 )

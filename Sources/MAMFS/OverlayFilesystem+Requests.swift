@@ -5,8 +5,8 @@ import MAMProtection
 
 /// The request handlers. Each answers its request exactly once.
 extension OverlayFilesystem {
-    private func fail(_ req: fuse_req_t?, _ error: Error, _ inode: Inode? = nil) {
-        fuse_reply_err(req, errnoCode(error, inode))
+    private func fail(_ req: fuse_req_t?, _ error: Error, _ inode: Inode? = nil, path: String? = nil) {
+        fuse_reply_err(req, errnoCode(error, inode, path: path))
     }
 
     private func node(_ ino: fuse_ino_t) throws -> Inode {
@@ -74,7 +74,9 @@ extension OverlayFilesystem {
             try checkVisibleName(dir, name, missing: true)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             replyEntry(req, inode, st)
-        } catch { fail(req, error) }
+        } catch {
+            fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
+        }
     }
 
     func forget(_ ino: fuse_ino_t, _ count: UInt64) {
@@ -170,7 +172,9 @@ extension OverlayFilesystem {
             chownToCaller(req, dirFD: dir.fd, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             replyEntry(req, inode, st)
-        } catch { fail(req, error) }
+        } catch {
+            fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
+        }
     }
 
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ rdev: dev_t) {
@@ -187,7 +191,9 @@ extension OverlayFilesystem {
             }
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             replyEntry(req, inode, st)
-        } catch { fail(req, error) }
+        } catch {
+            fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
+        }
     }
 
     func symlink(_ req: fuse_req_t?, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
@@ -198,7 +204,9 @@ extension OverlayFilesystem {
             chownToCaller(req, dirFD: dir.fd, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             replyEntry(req, inode, st)
-        } catch { fail(req, error) }
+        } catch {
+            fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
+        }
     }
 
     func readlink(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
@@ -350,12 +358,22 @@ extension OverlayFilesystem {
                     if entry.isDotOrDotDot {
                         e.attr.st_ino = ino_t(entry.ino)
                         e.attr.st_mode = mode_t(entry.type) << 12
-                    } else if let (inode, st) = try? lookupEntry(parent: dir.inode, name: entry.name) {
-                        looked = inode
-                        e = entryParameters(inode, st)
                     } else {
-                        index += 1
-                        continue
+                        do {
+                            let (inode, st) = try lookupEntry(parent: dir.inode, name: entry.name)
+                            looked = inode
+                            e = entryParameters(inode, st)
+                        } catch {
+                            // Hidden entries (a wiped owner's files) stay out of the listing; an
+                            // entry that cannot be looked up (a damaged header) is listed without
+                            // attributes (nodeid 0), so its stat reports the error instead.
+                            if errnoCode(error, nil, path: try? childPath(dir.inode, entry.name)) == ENOENT {
+                                index += 1
+                                continue
+                            }
+                            e.attr.st_ino = ino_t(entry.ino)
+                            e.attr.st_mode = mode_t(entry.type) << 12
+                        }
                     }
                     needed = fuse_add_direntry_plus(req, buffer + used, size - used, entry.name, &e, next)
                     if needed > size - used {
@@ -522,8 +540,10 @@ extension OverlayFilesystem {
     func openHandle(_ inode: Inode, flags: Int32) throws -> OpenFile {
         guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
         let writable = flags & O_ACCMODE != O_RDONLY
+        // Linux truncates on O_RDONLY|O_TRUNC too (the kernel has checked write permission).
+        let truncating = flags & O_TRUNC != 0
         let passed = flags & (O_SYNC | O_DSYNC)
-        let fd = Glibc.open(inode.procPath, (writable ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+        let fd = Glibc.open(inode.procPath, (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
         guard fd >= 0 else { throw FilesystemError.current() }
         do {
             try inode.content.writing {
@@ -537,7 +557,7 @@ extension OverlayFilesystem {
                     header = try self.header(inode, ctime: st.st_ctim)
                 }
                 var key = try fileKey(inode, header: header)
-                if writable && flags & O_TRUNC != 0 {
+                if truncating {
                     if header == nil {
                         let owner = inheritedOwner(directory: parentPath(try backingPath(inode)))
                         let (newHeader, newKey) = try context.newFileHeader(owner: owner)

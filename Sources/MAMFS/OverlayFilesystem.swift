@@ -267,12 +267,17 @@ final class OverlayFilesystem: @unchecked Sendable {
     }
 
     /// errno for a thrown error; authentication failures are logged with the path (never keys).
-    func errnoCode(_ error: Error, _ inode: Inode?) -> Int32 {
+    /// The errno for `error`, logging corrupt data and unavailable keys with the backing path
+    /// (from `inode`, or `path` when the entry is not in the table yet, as in lookup).
+    func errnoCode(_ error: Error, _ inode: Inode?, path: String? = nil) -> Int32 {
         if let error = error as? FilesystemError { return error.code }
         if let error = error as? MAMError {
-            if case .authenticationFailed = error {
-                let path = inode.flatMap { try? backingPath($0) } ?? "?"
-                log("\(path): \(error)")
+            switch error {
+            case .authenticationFailed, .keyUnavailable:
+                let where_ = path ?? inode.flatMap { try? backingPath($0) } ?? "(unknown path)"
+                log("\(where_): \(error)")
+            default:
+                break
             }
             return error.errno
         }

@@ -13,6 +13,11 @@ public final class AESGCM {
 
     private let context: OpaquePointer
 
+    /// The cipher, fetched from the default provider once per process. Passing the constant
+    /// `EVP_aes_256_gcm()` instead makes OpenSSL 3 fetch it (name lookup, locks) on every
+    /// context: a few microseconds that each FUSE read and write paid (docs/PERFORMANCE.md).
+    private static let fetched = FetchedCipher()
+
     /// Creates a context for `key`.
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
     public init(key: SymmetricKey) throws {
@@ -21,7 +26,7 @@ public final class AESGCM {
         }
         self.context = context
         let ok = key.withUnsafeBytes { keyBytes in
-            EVP_CipherInit_ex(context, EVP_aes_256_gcm(), nil,
+            EVP_CipherInit_ex(context, AESGCM.fetched.cipher, nil,
                               keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nil, 1)
         }
         guard ok == 1 else {
@@ -132,5 +137,15 @@ public final class AESGCM {
             return nil
         }
         return Array(out.prefix(length))
+    }
+}
+
+/// An `EVP_CIPHER` fetched once and kept for the life of the process; OpenSSL allows one
+/// fetched cipher to be shared by contexts on any thread.
+private final class FetchedCipher: @unchecked Sendable {
+    let cipher: OpaquePointer?
+
+    init() {
+        cipher = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) ?? EVP_aes_256_gcm()
     }
 }

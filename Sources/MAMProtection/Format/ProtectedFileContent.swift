@@ -94,7 +94,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let firstBlock = offset / bs
         let lastBlock = (end - 1) / bs
-        let cipher = try AESGCM(key: fileKey)
+        let cipher = try BlockCipher(key: fileKey, fileId: fileId)
         let blockPlain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         defer { OPENSSL_cleanse(blockPlain.baseAddress, blockPlain.count); blockPlain.deallocate() }
         var block = firstBlock
@@ -106,12 +106,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
                 let blockStart = b * bs
                 let plainLength = Int(min(bs, size - blockStart))
                 let storedOffset = Int(b - block) * BlockLayout.storedBlockSize
-                let storedBlock = UnsafeRawBufferPointer(rebasing: stored[storedOffset..<(storedOffset + plainLength + BlockLayout.overhead)])
+                let storedBlock = UnsafeRawBufferPointer(start: stored.baseAddress! + storedOffset, count: plainLength + BlockLayout.overhead)
                 let copyFrom = max(offset, blockStart)
                 let copyTo = min(end, blockStart + Int64(plainLength))
                 let wholeBlock = copyFrom == blockStart && copyTo == blockStart + Int64(plainLength)
                 let target = wholeBlock ? buffer.baseAddress! + Int(blockStart - offset) : blockPlain.baseAddress!
-                try decryptBlock(cipher: cipher, fileId: fileId, index: b, stored: storedBlock, into: target)
+                try cipher.open(index: b, stored: storedBlock, into: target)
                 if !wholeBlock {
                     (buffer.baseAddress! + Int(copyFrom - offset)).copyMemory(
                         from: blockPlain.baseAddress! + Int(copyFrom - blockStart), byteCount: Int(copyTo - copyFrom))
@@ -140,30 +140,6 @@ public final class ProtectedFileContent: @unchecked Sendable {
         return stored
     }
 
-    private func decryptBlock(cipher: AESGCM, fileId: [UInt8], index: Int64, stored: UnsafeRawBufferPointer, into target: UnsafeMutableRawPointer) throws {
-        let length = stored.count - BlockLayout.overhead
-        let aad = BlockLayout.blockAAD(fileId: fileId, index: index)
-        let ok = try aad.withUnsafeBytes { a in
-            try cipher.open(nonce: UnsafeRawBufferPointer(rebasing: stored[0..<AESGCM.nonceSize]), aad: a,
-                            ciphertext: UnsafeRawBufferPointer(rebasing: stored[AESGCM.nonceSize..<(AESGCM.nonceSize + length)]),
-                            tag: UnsafeRawBufferPointer(rebasing: stored[(AESGCM.nonceSize + length)...]),
-                            plaintext: target)
-        }
-        guard ok else {
-            OPENSSL_cleanse(target, length)
-            throw MAMError.authenticationFailed("block \(index) does not authenticate")
-        }
-    }
-
-    private func encryptBlock(cipher: AESGCM, fileId: [UInt8], index: Int64, plaintext: UnsafeRawBufferPointer, into stored: UnsafeMutableRawPointer) throws {
-        try SecureRandom.fill(UnsafeMutableRawBufferPointer(start: stored, count: AESGCM.nonceSize))
-        let aad = BlockLayout.blockAAD(fileId: fileId, index: index)
-        try aad.withUnsafeBytes { a in
-            try cipher.seal(nonce: UnsafeRawBufferPointer(start: stored, count: AESGCM.nonceSize), aad: a, plaintext: plaintext,
-                            ciphertext: stored + AESGCM.nonceSize, tag: stored + AESGCM.nonceSize + plaintext.count)
-        }
-    }
-
     // MARK: Writing
 
     /// Writes `bytes` at plaintext `offset`, extending the file (with zeros in any gap) as needed.
@@ -175,13 +151,20 @@ public final class ProtectedFileContent: @unchecked Sendable {
         try writeHeaderIfMissing()
         guard bytes.count > 0 else { return }
         guard header?.isEncrypted == true else {
-            try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
+            // A write that fails part-way (ENOSPC) must not leave its first bytes behind:
+            // reserve the new range first, and on failure cut the file back to its old size.
+            let oldSize = try FileIO.size(fd)
+            let end = dataOffset + offset + Int64(bytes.count)
+            if end > oldSize { try FileIO.reserve(fd, offset: oldSize, length: end - oldSize) }
+            do {
+                try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
+            } catch {
+                if end > oldSize { _ = ftruncate(fd, off_t(oldSize)) }
+                throw error
+            }
             return
         }
-        try writeEncrypted(offset: offset, count: Int64(bytes.count)) { destination, plainOffset in
-            let from = Int(plainOffset - offset)
-            destination.baseAddress!.copyMemory(from: bytes.baseAddress! + from, byteCount: destination.count)
-        }
+        try writeEncrypted(offset: offset, source: bytes)
     }
 
     /// Sets the plaintext size. Shrinking re-encrypts the new last partial block; growing
@@ -196,22 +179,22 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let size = try plaintextSize()
         if newSize == size { return }
         if newSize > size {
-            try writeEncrypted(offset: newSize, count: 0) { _, _ in }
+            try writeEncrypted(offset: newSize, source: nil)
             return
         }
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let keep = Int(newSize % bs)
         if keep > 0 {
             let index = newSize / bs
-            let cipher = try AESGCM(key: fileKey)
+            let cipher = try BlockCipher(key: fileKey, fileId: fileId)
             let stored = try readStoredBlocks(from: index, through: index, plaintextSize: size)
             defer { stored.deallocate() }
             let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
             defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
-            try decryptBlock(cipher: cipher, fileId: fileId, index: index, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
+            try cipher.open(index: index, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
             let newStored = UnsafeMutableRawBufferPointer.allocate(byteCount: keep + BlockLayout.overhead, alignment: 16)
             defer { newStored.deallocate() }
-            try encryptBlock(cipher: cipher, fileId: fileId, index: index, plaintext: UnsafeRawBufferPointer(rebasing: plain[0..<keep]), into: newStored.baseAddress!)
+            try cipher.seal(index: index, plaintext: UnsafeRawBufferPointer(rebasing: plain[0..<keep]), into: newStored.baseAddress!)
             // Cut the later blocks first, then replace the block, then cut its old tail.
             let blockOffset = dataOffset + index * Int64(BlockLayout.storedBlockSize)
             guard ftruncate(fd, off_t(blockOffset + Int64(stored.count))) == 0 else { throw MAMError.fromErrno("truncate") }
@@ -222,23 +205,32 @@ public final class ProtectedFileContent: @unchecked Sendable {
         }
     }
 
-    /// Encrypts and writes the plaintext range [offset, offset+count) whose bytes `fill` provides,
+    /// Encrypts and writes `source` (nil: nothing, only the zero fill) at plaintext `offset`,
     /// zero-filling any gap between the current end and `offset`.
-    private func writeEncrypted(offset: Int64, count: Int64,
-                                fill: (UnsafeMutableRawBufferPointer, Int64) -> Void) throws {
+    ///
+    /// Hot path of every encrypted write (FUSE writes, the CLI's 1 MiB chunks): a block the
+    /// source covers whole is sealed straight from the caller's buffer; only partial blocks go
+    /// through a staging block (old plaintext merged, the rest zeroed). The stored range of the
+    /// whole call is reserved once, before any ciphertext is written.
+    private func writeEncrypted(offset: Int64, source: UnsafeRawBufferPointer?) throws {
         guard let fileId = header?.encryption?.fileId, let fileKey else { return }
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let size = try plaintextSize()
+        let count = Int64(source?.count ?? 0)
         let end = offset + count
         let newSize = max(size, end)
         let start = min(offset, size)
         guard newSize > start else { return }
         let firstBlock = start / bs
-        let lastBlock = (newSize - 1) / bs
         // Blocks past the written range stay as they are.
-        let lastTouched = min(lastBlock, max(end - 1, start) / bs)
-        let cipher = try AESGCM(key: fileKey)
-        let chunkBlocks = Int64(ProtectedFileContent.blocksPerChunk)
+        let lastTouched = min((newSize - 1) / bs, max(end - 1, start) / bs)
+        let lastLength = Int(min(bs, newSize - lastTouched * bs))
+        let rangeStart = dataOffset + firstBlock * Int64(BlockLayout.storedBlockSize)
+        let rangeLength = (lastTouched - firstBlock) * Int64(BlockLayout.storedBlockSize) + Int64(lastLength + BlockLayout.overhead)
+        try FileIO.reserve(fd, offset: rangeStart, length: rangeLength)
+
+        let cipher = try BlockCipher(key: fileKey, fileId: fileId)
+        let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastTouched - firstBlock + 1)
         let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(chunkBlocks) * BlockLayout.storedBlockSize, alignment: 16)
@@ -247,30 +239,38 @@ public final class ProtectedFileContent: @unchecked Sendable {
         var block = firstBlock
         while block <= lastTouched {
             let chunkEnd = min(lastTouched, block + chunkBlocks - 1)
+            try cipher.expectBlocks(Int(chunkEnd - block + 1))
             var storedLength = 0
             for b in block...chunkEnd {
                 let blockStart = b * bs
                 let oldLength = Int(max(0, min(bs, size - blockStart)))
                 let newLength = Int(min(bs, newSize - blockStart))
-                let block = UnsafeMutableRawBufferPointer(rebasing: plain[0..<newLength])
-                block.initializeMemory(as: UInt8.self, repeating: 0)
                 let dataFrom = max(offset, blockStart)
                 let dataTo = min(end, blockStart + Int64(newLength))
-                let coversOld = dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)
-                if oldLength > 0 && !coversOld {
-                    let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size)
-                    defer { oldStored.deallocate() }
-                    try decryptBlock(cipher: cipher, fileId: fileId, index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain.baseAddress!)
+                let blockPlain: UnsafeRawBufferPointer
+                if let source, dataFrom == blockStart, dataTo == blockStart + Int64(newLength) {
+                    blockPlain = UnsafeRawBufferPointer(start: source.baseAddress! + Int(blockStart - offset), count: newLength)
+                } else {
+                    var zeroFrom = 0
+                    if oldLength > 0 && !(dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)) {
+                        let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size)
+                        defer { oldStored.deallocate() }
+                        try cipher.open(index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain.baseAddress!)
+                        zeroFrom = oldLength
+                    }
+                    if newLength > zeroFrom {
+                        (plain.baseAddress! + zeroFrom).initializeMemory(as: UInt8.self, repeating: 0, count: newLength - zeroFrom)
+                    }
+                    if let source, dataTo > dataFrom {
+                        (plain.baseAddress! + Int(dataFrom - blockStart)).copyMemory(
+                            from: source.baseAddress! + Int(dataFrom - offset), byteCount: Int(dataTo - dataFrom))
+                    }
+                    blockPlain = UnsafeRawBufferPointer(start: plain.baseAddress!, count: newLength)
                 }
-                if dataTo > dataFrom {
-                    fill(UnsafeMutableRawBufferPointer(rebasing: plain[Int(dataFrom - blockStart)..<Int(dataTo - blockStart)]), dataFrom)
-                }
-                try encryptBlock(cipher: cipher, fileId: fileId, index: b, plaintext: UnsafeRawBufferPointer(block),
-                                 into: stored.baseAddress! + storedLength)
+                try cipher.seal(index: b, plaintext: blockPlain, into: stored.baseAddress! + storedLength)
                 storedLength += newLength + BlockLayout.overhead
             }
             let storedOffset = dataOffset + block * Int64(BlockLayout.storedBlockSize)
-            try FileIO.reserve(fd, offset: storedOffset, length: Int64(storedLength))
             try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<storedLength]), at: storedOffset)
             block = chunkEnd + 1
         }

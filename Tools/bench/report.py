@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Turns bench-results/results.json (Tools/bench/run.py) into report.md and chart.png beside it.
+
+Figures are the median over rounds with min-max; ratios compare medians of mamfs with a peer
+in the same placement only (BENCHMARKING.md). usage: Tools/bench/report.py results.json
+"""
+import collections
+import json
+import os
+import statistics
+import sys
+
+# metric -> (label, unit, higher is better)
+METRICS = {
+    "seq_write_MBps": ("1 sequential write (dd bs=1M, fsync)", "MB/s", True),
+    "seq_read_MBps": ("1 sequential read (cold cache)", "MB/s", True),
+    "small_extract_s": ("2 small files: tar x", "s", False),
+    "small_ls_s": ("2 small files: ls -lR", "s", False),
+    "small_cat_s": ("2 small files: cat all", "s", False),
+    "small_rm_s": ("2 small files: rm -rf", "s", False),
+    "fio_randread_iops": ("3 fio 4 KiB randread", "IOPS", True),
+    "fio_randwrite_iops": ("3 fio 4 KiB randwrite", "IOPS", True),
+    "smallw_MBps": ("4 dd bs=512 writes", "MB/s", True),
+    "cpu_s": ("6 daemon CPU s (workloads 1-3)", "s", False),
+    "hwm_mib": ("6 daemon peak RSS (VmHWM)", "MiB", False),
+}
+PEERS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-plain"]
+SUBJECT = "mamfs-enc"
+
+
+def med(values):
+    return statistics.median(values) if values else None
+
+
+def cell(values, digits=0):
+    if not values:
+        return "-"
+    m = med(values)
+    fmt = f"{{:.{digits}f}}"
+    if len(values) == 1:
+        return fmt.format(m)
+    return f"{fmt.format(m)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def digits_for(metric, values):
+    if not values:
+        return 0
+    return 2 if max(values) < 10 else (1 if max(values) < 100 else 0)
+
+
+def collect(results):
+    data = collections.defaultdict(list)  # (placement, mount, metric) -> values
+    for s in results["samples"]:
+        for k, v in s.items():
+            if k in METRICS:
+                data[(s["placement"], s["mount"], k)].append(v)
+    for d in results["daemon"]:
+        data[(d["placement"], d["mount"], "cpu_s")].append(d["cpu_s"])
+        data[(d["placement"], d["mount"], "hwm_mib")].append(d["hwm_kib"] / 1024)
+    return data
+
+
+def ratio(data, placement, metric, peer):
+    a, b = med(data.get((placement, SUBJECT, metric), [])), med(data.get((placement, peer, metric), []))
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def targets(data, results):
+    """(placement, description, value, met) for every target of issue 6."""
+    rows = []
+    for placement in results["placements"]:
+        def check(desc, metric, peer, limit, higher):
+            r = ratio(data, placement, metric, peer)
+            if r is not None:
+                rows.append((placement, desc, f"{r:.2f}x", r >= limit if higher else r <= limit))
+        check("seq write >= 1.25x gocryptfs", "seq_write_MBps", "gocryptfs", 1.25, True)
+        check("seq read >= 1.25x gocryptfs", "seq_read_MBps", "gocryptfs", 1.25, True)
+        check("seq write >= 0.7x bindfs", "seq_write_MBps", "bindfs", 0.7, True)
+        check("seq read >= 0.7x bindfs", "seq_read_MBps", "bindfs", 0.7, True)
+        check("tar x time <= 0.8x gocryptfs", "small_extract_s", "gocryptfs", 0.8, False)
+        check("rm -rf time <= 0.8x gocryptfs", "small_rm_s", "gocryptfs", 0.8, False)
+        check("randread IOPS >= gocryptfs", "fio_randread_iops", "gocryptfs", 1.0, True)
+        check("randwrite IOPS >= gocryptfs", "fio_randwrite_iops", "gocryptfs", 1.0, True)
+        for mount in (SUBJECT, "mamfs-plain"):
+            hwm = [d["hwm_kib"] / 1024 for d in results["daemon"] if d["placement"] == placement and d["mount"] == mount]
+            rss = [d["rss_kib"] / 1024 for d in results["daemon"] if d["placement"] == placement and d["mount"] == mount]
+            if hwm:
+                rows.append((placement, f"{mount} peak RSS <= 64 MiB", f"{max(hwm):.1f} MiB", max(hwm) <= 64))
+            if len(rss) >= 2:
+                growth = rss[-1] - rss[0]
+                rows.append((placement, f"{mount} no RSS growth across rounds (round 1 -> {len(rss)}, VmRSS)",
+                             f"{rss[0]:.1f} -> {rss[-1]:.1f} MiB", growth <= max(2.0, 0.1 * rss[0])))
+    cli = results.get("cli", [])
+    if cli:
+        gcm = med([c["openssl_gcm16k_MBps"] for c in cli])
+        for op in ("encrypt", "decrypt"):
+            for kind, key in (("wall clock", f"cli_{op}_MBps"), ("CPU time (user+sys)", f"cli_{op}_cpu_MBps"),
+                              ("user CPU time, as openssl speed counts", f"cli_{op}_user_MBps")):
+                r = med([c[key] for c in cli]) / gcm
+                rows.append(("cpu 0", f"CLI {op} >= 80% of openssl GCM 16 KiB, {kind}", f"{100 * r:.0f}%", r >= 0.8))
+    return rows
+
+
+def write_report(results, data, path):
+    m = results["machine"]
+    cfg = results["config"]
+    out = []
+    out.append(f"# mamfs benchmark, {results['started']}{' (quick mode)' if results['quick'] else ''}\n")
+    out.append(f"- Machine: {m['cpu']}, {m['vcpus']} vCPUs, {m['mem_mib']} MiB RAM, Linux {m['kernel']}; "
+               f"backing directories on {m['disk']}")
+    out.append("- Peers: " + "; ".join(f"{k} {v}" for k, v in m["versions"].items()))
+    out.append(f"- mamfs: {results['mamfs']}")
+    out.append(f"- {cfg['rounds']} rounds, interleaved; seq {cfg['seq_mib']} MiB; {cfg['files']} files in {cfg['dirs']} "
+               f"directories; fio {cfg['fio_mib']} MiB, {cfg['fio_seconds']} s per pattern; "
+               f"{cfg['smallw_count']} x 512 B writes; CLI file {cfg['cli_mib']} MiB on /dev/shm")
+    loads = ", ".join(f"r{l['round']}: {l['start']} -> {l.get('end', '?')}" for l in results["loadavg"])
+    out.append(f"- Load average (1/5/15 min) per round: {loads}")
+    out.append("- Cells: median (min-max). Client pinned to CPU 0; daemon on CPU 0 (same) or CPU 1 (split).\n")
+    for placement in results["placements"]:
+        mounts = [x for x in results["mounts"]]
+        out.append(f"## Placement: {placement}\n")
+        out.append("| workload | unit | " + " | ".join(mounts) + " |")
+        out.append("|---|---|" + "---|" * len(mounts))
+        for metric, (label, unit, _) in METRICS.items():
+            vals = [data.get((placement, mnt, metric), []) for mnt in mounts]
+            if not any(vals):
+                continue
+            d = digits_for(metric, [v for vs in vals for v in vs])
+            out.append(f"| {label} | {unit} | " + " | ".join(cell(v, d) for v in vals) + " |")
+        if SUBJECT in mounts:
+            peers = [p for p in PEERS if p in mounts]
+            out.append(f"\nRatio of {SUBJECT} to each peer (median / median; > 1 is better for rates, "
+                       "< 1 is better for times, CPU and RSS):\n")
+            out.append("| workload | " + " | ".join(f"vs {p}" for p in peers) + " |")
+            out.append("|---|" + "---|" * len(peers))
+            for metric, (label, _, _) in METRICS.items():
+                rs = [ratio(data, placement, metric, p) for p in peers]
+                if all(r is None for r in rs):
+                    continue
+                out.append(f"| {label} | " + " | ".join("-" if r is None else f"{r:.2f}" for r in rs) + " |")
+        out.append("")
+    cli = results.get("cli", [])
+    if cli:
+        out.append("## CLI and crypto limit (CPU 0, file on /dev/shm)\n")
+        out.append("| measure | MB/s wall | MB/s of CPU time (user+sys) | MB/s of user time |")
+        out.append("|---|---|---|---|")
+        for label, key in (("mamfs encrypt", "cli_encrypt"), ("mamfs decrypt", "cli_decrypt"),
+                           ("openssl enc -aes-256-ctr", "openssl_ctr")):
+            out.append(f"| {label} | {cell([c[key + '_MBps'] for c in cli])} | {cell([c[key + '_cpu_MBps'] for c in cli])} "
+                       f"| {cell([c[key + '_user_MBps'] for c in cli])} |")
+        out.append(f"| openssl speed -evp aes-256-gcm, 16 KiB | - | - | {cell([c['openssl_gcm16k_MBps'] for c in cli])} |")
+        out.append(f"| openssl speed -evp aes-256-gcm, 4 KiB | - | - | {cell([c['openssl_gcm4k_MBps'] for c in cli])} |")
+        out.append("")
+    out.append("## Targets (issue 6)\n")
+    out.append("| placement | target | value | met |")
+    out.append("|---|---|---|---|")
+    for placement, desc, value, met in targets(data, results):
+        out.append(f"| {placement} | {desc} | {value} | {'yes' if met else '**no**'} |")
+    out.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def write_chart(results, data, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing (python3 -m pip install matplotlib): no chart", file=sys.stderr)
+        return
+    metrics = [k for k in METRICS if any(data.get((p, x, k)) for p in results["placements"] for x in results["mounts"])]
+    placements = results["placements"]
+    fig, axes = plt.subplots(len(metrics), len(placements), figsize=(6 * len(placements), 2.2 * len(metrics)),
+                             squeeze=False)
+    colors = {"raw": "#888888", "bindfs": "#4c72b0", "gocryptfs": "#dd8452", "securefs": "#55a868",
+              "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2"}
+    for row, metric in enumerate(metrics):
+        label, unit, higher = METRICS[metric]
+        for col, placement in enumerate(placements):
+            ax = axes[row][col]
+            names, meds, lo, hi = [], [], [], []
+            for mnt in results["mounts"]:
+                v = data.get((placement, mnt, metric), [])
+                if not v:
+                    continue
+                names.append(mnt)
+                meds.append(med(v))
+                lo.append(med(v) - min(v))
+                hi.append(max(v) - med(v))
+            ax.barh(names, meds, xerr=[lo, hi], color=[colors.get(n, "#333333") for n in names])
+            ax.invert_yaxis()
+            ax.set_title(f"{label} [{unit}, {'higher' if higher else 'lower'} is better] - {placement}", fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main():
+    path = sys.argv[1]
+    with open(path) as f:
+        results = json.load(f)
+    data = collect(results)
+    directory = os.path.dirname(os.path.abspath(path))
+    write_report(results, data, os.path.join(directory, "report.md"))
+    write_chart(results, data, os.path.join(directory, "chart.png"))
+
+
+if __name__ == "__main__":
+    main()

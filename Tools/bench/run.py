@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""mamfs against its peers, side by side in one run (issue 6, docs/PERFORMANCE.md).
+
+Mounts, all backed by directories under one work directory on the same disk:
+  raw          the backing directory itself (no FUSE)
+  bindfs       plain FUSE passthrough (libfuse 2)
+  gocryptfs    encrypting, go-fuse
+  securefs     encrypting, libfuse 2
+  mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
+  mamfs-plain  mamfs, unmanaged: new files tagged plain
+
+Every daemon runs in the foreground under this script (its PID is known, so its CPU time and
+peak RSS come from /proc/PID) and is pinned with taskset, once per placement
+(BENCHMARKING.md): "same" = daemon and client on CPU 0, "split" = client CPU 0, daemon CPU 1.
+Rounds are interleaved (round 1: every placement and mount, round 2: ...). Workloads:
+  1 seq       dd bs=1M conv=fsync write, drop caches, dd read            (MB/s)
+  2 small     tar x of N files of 1-16 KiB in D directories, ls -lR, cat all, rm -rf (s)
+  3 fio       4 KiB randread and randwrite, invalidate=1, psync          (IOPS)
+  4 smallw    dd bs=512 count=131072 (64 MiB of 512-byte writes)         (MB/s)
+  5 cli       mamfs encrypt/decrypt of a file on /dev/shm vs openssl enc -aes-256-ctr,
+              and openssl speed -evp aes-256-gcm (the machine's crypto limit), all on CPU 0
+  6 daemon    daemon CPU seconds (utime+stime) and VmHWM over workloads 1-3, per round
+
+Outputs bench-results/results.json, report.md and chart.png (report.py). Every mount is
+unmounted and every daemon stopped on exit, also on failure or Ctrl-C.
+
+usage: Tools/bench/run.py [--quick] [--rounds N] [--only NAME[,NAME]] [--mamfs PATH]
+                          [--workloads seq,small,fio,smallw,cli] [--placements same,split]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
+UPN = "bench@contoso.com"
+MOUNTS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-enc", "mamfs-plain"]
+PLACEMENTS = {"same": 0, "split": 1}  # placement -> daemon CPU; the client is always on CPU 0
+CLIENT = ["taskset", "-c", "0"]
+PASSPHRASE = "benchmark-passphrase"
+
+FULL = dict(rounds=3, seq_mib=512, files=5000, dirs=100, fio_mib=256, fio_seconds=20,
+            smallw_count=131072, cli_mib=256)
+QUICK = dict(rounds=2, seq_mib=128, files=1000, dirs=20, fio_mib=64, fio_seconds=5,
+             smallw_count=32768, cli_mib=128)
+
+
+def log(*args):
+    print(time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def timed(cmd, **kw):
+    start = time.perf_counter()
+    run(cmd, **kw)
+    return time.perf_counter() - start
+
+
+def proc_cpu_seconds(pid):
+    """utime+stime of the whole process (all threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+class Mount:
+    """One filesystem under test at one placement."""
+
+    def __init__(self, name, placement, root, mamfs):
+        self.name, self.placement, self.mamfs = name, placement, mamfs
+        self.cpu = PLACEMENTS[placement]
+        self.base = os.path.join(root, placement, name)
+        self.backing = os.path.join(self.base, "backing")
+        self.mountpoint = self.backing if name == "raw" else os.path.join(self.base, "mnt")
+        self.process = None
+        self.log_file = None
+
+    @property
+    def pid(self):
+        return self.process.pid if self.process else None
+
+    def start(self):
+        os.makedirs(self.backing, exist_ok=True)
+        if self.name == "raw":
+            return
+        os.makedirs(self.mountpoint, exist_ok=True)
+        pin = ["taskset", "-c", str(self.cpu)]
+        passfile = os.path.join(self.base, "pass")
+        with open(passfile, "w") as f:
+            f.write(PASSPHRASE + "\n")
+        if self.name == "bindfs":
+            cmd = pin + ["bindfs", "-f", "--no-allow-other", self.backing, self.mountpoint]
+        elif self.name == "gocryptfs":
+            run(["gocryptfs", "-q", "-init", "-passfile", passfile, self.backing], stdout=subprocess.DEVNULL)
+            cmd = pin + ["gocryptfs", "-q", "-fg", "-passfile", passfile, self.backing, self.mountpoint]
+        elif self.name == "securefs":
+            run(["securefs", "create", "--pass", PASSPHRASE, "--pbkdf", "pkcs5-pbkdf2-hmac-sha256",
+                 "-r", "1000", self.backing], stdout=subprocess.DEVNULL)
+            cmd = pin + ["securefs", "mount", "--pass", PASSPHRASE, self.backing, self.mountpoint]
+        else:
+            state = os.path.join(self.base, "state")
+            run([self.mamfs, "init", "--state", state], stdout=subprocess.DEVNULL)
+            run([self.mamfs, "enroll", ACCOUNT_ID, "--upn", UPN, "--policy",
+                 os.path.join(REPO, "Tools/demo/policy-encrypt.json"), "--state", state], stdout=subprocess.DEVNULL)
+            account = ["--account", UPN] if self.name == "mamfs-enc" else []
+            cmd = pin + [self.mamfs, "mount", self.backing, self.mountpoint, "-f", "--state", state] + account
+        self.log_file = open(os.path.join(self.base, "daemon.log"), "w")
+        # Own process group: a Ctrl-C at the terminal reaches this script, which unmounts first.
+        self.process = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 30
+        while not is_mounted(self.mountpoint):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log_file.name}")
+            if time.time() > deadline:
+                raise RuntimeError(f"{self.name} did not mount within 30 s")
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.name == "raw" or self.process is None:
+            return
+        if is_mounted(self.mountpoint):
+            if subprocess.run(["fusermount3", "-u", self.mountpoint], stderr=subprocess.DEVNULL).returncode != 0:
+                subprocess.run(["fusermount3", "-uz", self.mountpoint], stderr=subprocess.DEVNULL)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        if self.log_file:
+            self.log_file.close()
+
+    def daemon_sample(self):
+        if self.pid is None:
+            return None
+        return dict(cpu=proc_cpu_seconds(self.pid), hwm_kib=proc_status_kib(self.pid, "VmHWM"),
+                    rss_kib=proc_status_kib(self.pid, "VmRSS"))
+
+
+def make_tree_tarball(path, files, dirs):
+    """A reproducible tree of `files` files of 1-16 KiB (random bytes) in `dirs` directories."""
+    rng = random.Random(6)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+        top = os.path.join(tmp, "tree")
+        for d in range(dirs):
+            os.makedirs(os.path.join(top, f"d{d:03}"))
+        for i in range(files):
+            with open(os.path.join(top, f"d{i % dirs:03}", f"f{i:05}.bin"), "wb") as f:
+                f.write(rng.randbytes(rng.randint(1024, 16384)))
+        with tarfile.open(path, "w") as tar:
+            tar.add(top, arcname="tree")
+
+
+def workload_seq(m, cfg):
+    target = os.path.join(m.mountpoint, "seq.dat")
+    drop_caches()
+    t = timed(CLIENT + ["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={cfg['seq_mib']}",
+                        "conv=fsync", "status=none"])
+    write = cfg["seq_mib"] * 1.048576 / t
+    drop_caches()
+    t = timed(CLIENT + ["dd", f"if={target}", "of=/dev/null", "bs=1M", "status=none"])
+    read = cfg["seq_mib"] * 1.048576 / t
+    os.unlink(target)
+    return {"seq_write_MBps": write, "seq_read_MBps": read}
+
+
+def workload_small(m, cfg, tarball):
+    target = os.path.join(m.mountpoint, "small")
+    os.mkdir(target)
+    drop_caches()
+    extract = timed(CLIENT + ["tar", "-xf", tarball, "-C", target])
+    drop_caches()
+    ls = timed(CLIENT + ["ls", "-lR", target], stdout=subprocess.DEVNULL)
+    drop_caches()
+    cat = timed(CLIENT + ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "-", target])
+    drop_caches()
+    rm = timed(CLIENT + ["rm", "-rf", target])
+    return {"small_extract_s": extract, "small_ls_s": ls, "small_cat_s": cat, "small_rm_s": rm}
+
+
+def fio_iops(target, rw, cfg):
+    out = subprocess.run(CLIENT + ["fio", "--name=bench", f"--filename={target}", f"--size={cfg['fio_mib']}m",
+                                   "--bs=4k", f"--rw={rw}", "--ioengine=psync", "--invalidate=1",
+                                   "--fallocate=none", "--time_based", f"--runtime={cfg['fio_seconds']}",
+                                   "--randseed=6", "--output-format=json"],
+                         check=True, capture_output=True, text=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    return job["read" if rw == "randread" else "write"]["iops"]
+
+
+def workload_fio(m, cfg):
+    target = os.path.join(m.mountpoint, "fio.dat")
+    # Lay the file out untimed, with real (not sparse) contents on every filesystem.
+    run(CLIENT + ["dd", "if=/dev/urandom", f"of={target}", "bs=1M", f"count={cfg['fio_mib']}", "conv=fsync",
+                  "status=none"])
+    drop_caches()
+    r = fio_iops(target, "randread", cfg)
+    w = fio_iops(target, "randwrite", cfg)
+    os.unlink(target)
+    return {"fio_randread_iops": r, "fio_randwrite_iops": w}
+
+
+def workload_smallw(m, cfg):
+    target = os.path.join(m.mountpoint, "smallw.dat")
+    t = timed(CLIENT + ["dd", "if=/dev/zero", f"of={target}", "bs=512", f"count={cfg['smallw_count']}", "status=none"])
+    os.unlink(target)
+    return {"smallw_MBps": cfg["smallw_count"] * 512 / 1e6 / t}
+
+
+def cpu_timed(cmd):
+    """Wall seconds, CPU seconds (user+sys) and user seconds of one command. openssl speed
+    reports user time, so user time is the like-for-like figure for the crypto path; sys time
+    is the file I/O, which openssl speed does not do."""
+    before = os.times()
+    start = time.perf_counter()
+    run(cmd, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = os.times()
+    user = after.children_user - before.children_user
+    return wall, user + (after.children_system - before.children_system), user
+
+
+def openssl_speed(block):
+    out = subprocess.run(CLIENT + ["openssl", "speed", "-evp", "aes-256-gcm", "-bytes", str(block), "-seconds", "3"],
+                         check=True, capture_output=True, text=True).stdout
+    line = [l for l in out.splitlines() if l.startswith("AES-256-GCM")][-1]
+    return float(line.split()[-1].rstrip("k")) * 1000 / 1e6  # MB/s (openssl's 'k' = 1000 bytes)
+
+
+def workload_cli(mamfs, cfg, shm):
+    state = os.path.join(shm, "state")
+    if not os.path.isdir(state):
+        run([mamfs, "init", "--state", state], stdout=subprocess.DEVNULL)
+        run([mamfs, "enroll", ACCOUNT_ID, "--upn", UPN, "--policy",
+             os.path.join(REPO, "Tools/demo/policy-encrypt.json"), "--state", state], stdout=subprocess.DEVNULL)
+        with open(os.path.join(shm, "plain"), "wb") as f:
+            for _ in range(cfg["cli_mib"]):
+                f.write(os.urandom(1 << 20))
+    plain, enc, dec, ctr = (os.path.join(shm, n) for n in ("plain", "enc", "dec", "ctr"))
+    for p in (enc, dec, ctr):
+        if os.path.exists(p):
+            os.unlink(p)
+    mb = cfg["cli_mib"] * 1.048576
+    res = {}
+    wall, cpu, user = cpu_timed(CLIENT + [mamfs, "encrypt", plain, "--account", UPN, "-o", enc, "--state", state])
+    res.update(cli_encrypt_MBps=mb / wall, cli_encrypt_cpu_MBps=mb / cpu, cli_encrypt_user_MBps=mb / user)
+    wall, cpu, user = cpu_timed(CLIENT + [mamfs, "decrypt", enc, "-o", dec, "--state", state])
+    res.update(cli_decrypt_MBps=mb / wall, cli_decrypt_cpu_MBps=mb / cpu, cli_decrypt_user_MBps=mb / user)
+    if not filecmp_equal(plain, dec):
+        raise RuntimeError("mamfs decrypt did not give back the plaintext")
+    wall, cpu, user = cpu_timed(CLIENT + ["openssl", "enc", "-aes-256-ctr", "-K", "00" * 32, "-iv", "00" * 16,
+                                    "-in", plain, "-out", ctr])
+    res.update(openssl_ctr_MBps=mb / wall, openssl_ctr_cpu_MBps=mb / cpu, openssl_ctr_user_MBps=mb / user)
+    for p in (enc, dec, ctr):
+        os.unlink(p)
+    res["openssl_gcm16k_MBps"] = openssl_speed(16384)
+    res["openssl_gcm4k_MBps"] = openssl_speed(4096)
+    return res
+
+
+def filecmp_equal(a, b):
+    return subprocess.run(["cmp", "-s", a, b]).returncode == 0
+
+
+def machine(workdir):
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) // 1024
+    fs = subprocess.run(["df", "--output=source,fstype", workdir], capture_output=True, text=True).stdout.split("\n")[1]
+    versions = {}
+    for name, cmd in [("gocryptfs", ["gocryptfs", "-version"]), ("securefs", ["securefs", "version"]),
+                      ("bindfs", ["bindfs", "--version"]), ("fio", ["fio", "--version"]),
+                      ("openssl", ["openssl", "version"])]:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            versions[name] = (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            versions[name] = "?"
+    return dict(cpu=cpu, vcpus=os.cpu_count(), mem_mib=mem, kernel=platform.release(), disk=" ".join(fs.split()),
+                versions=versions)
+
+
+def build_mamfs():
+    scratch = os.environ.get("MAMFS_BENCH_SCRATCH", "/tmp/build-bench-rel")
+    swift = shutil.which("swift") or "/opt/swift/usr/bin/swift"
+    run([swift, "build", "-c", "release", "--scratch-path", scratch, "--product", "mamfs"], cwd=REPO)
+    out = subprocess.run([swift, "build", "-c", "release", "--scratch-path", scratch, "--show-bin-path"],
+                         cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
+    return os.path.join(out, "mamfs")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer rounds, shorter fio, smaller sizes")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--only", help="comma-separated mounts: " + ",".join(MOUNTS))
+    ap.add_argument("--placements", default="same,split")
+    ap.add_argument("--workloads", default="seq,small,fio,smallw,cli")
+    ap.add_argument("--mamfs", help="release mamfs binary (default: build it)")
+    ap.add_argument("--out", default=os.path.join(REPO, "bench-results"))
+    ap.add_argument("--workdir", default="/var/tmp", help="where the backing directories go (one disk)")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run.py needs root (drop_caches, FUSE mounts)")
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.rounds:
+        cfg["rounds"] = args.rounds
+    mounts = args.only.split(",") if args.only else MOUNTS
+    unknown = set(mounts) - set(MOUNTS)
+    if unknown:
+        sys.exit(f"unknown mount(s) {','.join(sorted(unknown))}; choose from {','.join(MOUNTS)}")
+    placements = args.placements.split(",")
+    workloads = args.workloads.split(",")
+    for tool in ["taskset", "fio", "gocryptfs", "securefs", "bindfs", "openssl", "dd", "tar"]:
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (make bench installs the Debian packages)")
+    mamfs = os.path.abspath(args.mamfs) if args.mamfs else build_mamfs()
+    os.makedirs(args.out, exist_ok=True)
+
+    root = tempfile.mkdtemp(prefix="mamfs-bench-", dir=args.workdir)
+    shm = tempfile.mkdtemp(prefix="mamfs-bench-cli-", dir="/dev/shm")
+    active = []
+
+    def teardown(*_):
+        for m in reversed(active):
+            try:
+                m.stop()
+            except Exception as e:  # keep tearing down the others
+                log(f"teardown {m.name}/{m.placement}: {e}")
+        active.clear()
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(shm, ignore_errors=True)
+
+    def on_signal(signum, _frame):
+        teardown()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    results = dict(started=datetime.datetime.now().isoformat(timespec="seconds"), quick=args.quick, config=cfg,
+                   machine=machine(args.workdir), mamfs=mamfs, mounts=mounts, placements=placements, samples=[],
+                   daemon=[], cli=[], loadavg=[])
+    try:
+        tarball = os.path.join(root, "tree.tar")
+        if "small" in workloads:
+            make_tree_tarball(tarball, cfg["files"], cfg["dirs"])
+        for placement in placements:
+            for name in mounts:
+                m = Mount(name, placement, root, mamfs)
+                active.append(m)
+                m.start()
+        log(f"mounted {len(active)} filesystems under {root}; load {loadavg()}")
+        for rnd in range(1, cfg["rounds"] + 1):
+            results["loadavg"].append(dict(round=rnd, start=loadavg()))
+            for m in active:
+                before = m.daemon_sample()
+                sample = dict(round=rnd, placement=m.placement, mount=m.name, loadavg=loadavg())
+                if "seq" in workloads:
+                    sample.update(workload_seq(m, cfg))
+                if "small" in workloads:
+                    sample.update(workload_small(m, cfg, tarball))
+                if "fio" in workloads:
+                    sample.update(workload_fio(m, cfg))
+                after = m.daemon_sample()
+                if before and after:
+                    results["daemon"].append(dict(round=rnd, placement=m.placement, mount=m.name,
+                                                  cpu_s=after["cpu"] - before["cpu"], hwm_kib=after["hwm_kib"],
+                                                  rss_kib=after["rss_kib"]))
+                if "smallw" in workloads:
+                    sample.update(workload_smallw(m, cfg))
+                results["samples"].append(sample)
+                log(f"round {rnd} {m.placement:5} {m.name:11} " +
+                    " ".join(f"{k}={v:.1f}" for k, v in sample.items() if isinstance(v, float)))
+            if "cli" in workloads:
+                c = workload_cli(mamfs, cfg, shm)
+                c.update(round=rnd, loadavg=loadavg())
+                results["cli"].append(c)
+                log(f"round {rnd} cli " + " ".join(f"{k}={v:.0f}" for k, v in c.items() if isinstance(v, float)))
+            results["loadavg"][-1]["end"] = loadavg()
+    finally:
+        teardown()
+        results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    subprocess.run([sys.executable, os.path.join(HERE, "report.py"), os.path.join(args.out, "results.json")], check=True)
+    log(f"wrote {args.out}/report.md and chart.png")
+
+
+if __name__ == "__main__":
+    main()
