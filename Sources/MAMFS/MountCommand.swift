@@ -162,6 +162,9 @@ public enum MountCommand {
         }
         if !AccountIdentity.canonical(options.account).isEmpty {
             options.account = try context.resolveAccount(options.account).accountId
+            if context.isWiped(owner: options.account) {
+                throw MAMError.keyUnavailable("account \(options.account) was wiped; enroll it again before mounting for it")
+            }
         } else {
             options.account = ""
         }

@@ -50,7 +50,7 @@ enum ProtectCommands {
             let progress = ProgressLine(prefix: "mamfs: protect: \(path): ")
             do {
                 try attempt(path) {
-                    try context.files.protect(path: path, accountId: accountId, recursive: recursive,
+                    try context.files.protect(path: BackingPath.forFileVerb(path), accountId: accountId, recursive: recursive,
                                               progress: recursive ? { progress.update("\($0) files") } : nil)
                 }
                 progress.finish()
@@ -69,7 +69,9 @@ enum ProtectCommands {
         var infos: [FileProtectionInfo] = []
         for path in arguments.positionals {
             do {
-                infos.append(try attempt(path) { try context.files.info(path: path) })
+                let info = try attempt(path) { try context.files.info(path: BackingPath.forFileVerb(path)) }
+                infos.append(FileProtectionInfo(path: path, owner: info.owner, encrypted: info.encrypted, size: info.size,
+                                                storedSize: info.storedSize, isDirectory: info.isDirectory))
             } catch let failure as CommandFailure {
                 invocation.report(failure)
                 if exitCode == ExitCode.ok { exitCode = failure.exitCode }
@@ -107,7 +109,10 @@ enum ProtectCommands {
         if output == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
         let accountId = try resolve(account, in: context)
-        try attempt(path) { try context.files.encryptFile(path: path, forAccountId: accountId, output: output) }
+        try attempt(path) {
+            try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId,
+                                          output: output.map(BackingPath.forFileVerb))
+        }
         return ExitCode.ok
     }
 
@@ -116,7 +121,9 @@ enum ProtectCommands {
         let copy = arguments.value("-o")
         if copy == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
-        try attempt(path) { try context.files.decryptFile(path: path, toCopyPath: copy) }
+        try attempt(path) {
+            try context.files.decryptFile(path: BackingPath.forFileVerb(path), toCopyPath: copy.map(BackingPath.forFileVerb))
+        }
         return ExitCode.ok
     }
 

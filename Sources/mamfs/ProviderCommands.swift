@@ -182,6 +182,16 @@ enum BackingPath {
         return best.source + (best.mountpoint == "/" && !rest.isEmpty ? "/" + rest : String(rest))
     }
 
+    /// For the file verbs (protect, info, encrypt, decrypt): `path` unchanged when it is outside
+    /// every mamfs mount, else the same file in the mount's backing directory. Through a mount
+    /// every file reads as plaintext, so working on the mount path would tag or encrypt the
+    /// plaintext view; the backing file is the protected one (a running mount picks up changes).
+    static func forFileVerb(_ path: String) -> String {
+        guard !mamfsMounts().isEmpty else { return path }
+        let mapped = resolve(path)
+        return mapped == resolved(path) ? path : mapped
+    }
+
     /// The absolute path with symlinks in its directory part resolved.
     static func resolved(_ path: String) -> String {
         var absolute = path
@@ -190,8 +200,8 @@ enum BackingPath {
         }
         absolute = URL(fileURLWithPath: absolute).standardizedFileURL.path
         if let whole = realPath(absolute), isDirectoryNotLink(absolute) { return whole }
-        let parent = (absolute as NSString).deletingLastPathComponent
-        let name = (absolute as NSString).lastPathComponent
+        let parent = PathName.directory(of: absolute)
+        let name = PathName.lastComponent(of: absolute)
         guard let resolvedParent = realPath(parent) else { return absolute }
         return resolvedParent == "/" ? "/" + name : resolvedParent + "/" + name
     }

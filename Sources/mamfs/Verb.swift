@@ -144,7 +144,8 @@ struct Invocation {
     /// `$MAMFS_PASSPHRASE_FILE`, if set and not empty.
     var passphraseFile: String? {
         guard let value = environment[Self.passphraseVariable], !value.isEmpty else { return nil }
-        return value
+        // Absolute, so a mount daemon (which changes directory to /) still finds it.
+        return value.hasPrefix("/") ? value : PathName.appending(value, to: FileManager.default.currentDirectoryPath)
     }
 
     /// Opens the protection context of the state directory.

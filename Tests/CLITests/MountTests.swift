@@ -46,6 +46,35 @@ struct MountTests {
         #expect(again.errLines == ["mamfs: unmount: \(mountpoint): not a mamfs mount"])
     }
 
+    @Test("file verbs on a path inside a mount act on the backing file (regression: protect wrote a header into the plaintext)",
+          .enabled(if: fuseUsable))
+    func fileVerbsOnMountPaths() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let backing = sandbox.path("backing")
+        let mountpoint = sandbox.path("mnt")
+        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        defer { Self.forceUnmount(mountpoint) }
+        let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn, "-o", "attr_timeout=0,entry_timeout=0"])
+        #expect(mount.status == 0, "\(mount.err)")
+        guard mount.status == 0 else { return }
+        let original = try Data(contentsOf: URL(fileURLWithPath: Fixtures.gpl3))
+        try original.write(to: URL(fileURLWithPath: mountpoint + "/q"))
+        let info = try jsonArray(try sandbox.run(["info", "--json", mountpoint + "/q"]))
+        #expect(info.first?["owner"] as? String == Fixtures.account)
+        #expect(info.first?["encrypted"] as? Bool == true)
+        #expect(info.first?["path"] as? String == mountpoint + "/q")
+        let protect = try sandbox.run(["protect", mountpoint + "/q", "--account", ""])
+        #expect(protect.status == 0, "\(protect.err)")
+        #expect(try sandbox.read(mountpoint + "/q") == original)
+        let after = try jsonArray(try sandbox.run(["info", "--json", backing + "/q"]))
+        #expect(after.first?["encrypted"] as? Bool == false)
+        #expect(after.first?["owner"] as? String == "")
+        let unmount = try sandbox.run(["unmount", mountpoint])
+        #expect(unmount.status == 0, "\(unmount.err)")
+    }
+
     @Test("mount refuses a missing mountpoint (66), a non-empty one (64) and an unknown account (77)")
     func mountErrors() throws {
         let sandbox = try Sandbox()

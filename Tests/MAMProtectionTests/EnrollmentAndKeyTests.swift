@@ -126,4 +126,22 @@ struct EnrollmentAndKeyTests {
             _ = try f.context.keys.key(accountId: StateFixture.otherId, keyId: 1)
         }
     }
+
+    @Test("protecting files or data for a wiped account is refused (key unavailable), never silently plain")
+    func protectForWipedAccountRefused() throws {
+        let f = try StateFixture()
+        try f.context.enrollment.wipe(StateFixture.managedUPN, roots: [])
+        let p = try f.write("personal.txt", Array("mine".utf8))
+        #expect(throws: MAMError.keyUnavailable("account alice@contoso.com was wiped; nothing can be protected for it until it is enrolled again")) {
+            try f.context.files.protect(path: p, accountId: StateFixture.managedUPN)
+        }
+        #expect(throws: MAMError.self) { _ = try f.context.data.protect(Data("secret".utf8), accountId: StateFixture.managedId) }
+        #expect(try f.context.files.protectionInfo(path: p) == nil)
+        #expect(try f.read(p) == Array("mine".utf8))
+        // Enrolled again, it works with a new key.
+        try f.context.enrollment.enroll(accountId: StateFixture.managedId, upn: StateFixture.managedUPN, policy: .demoEncrypting)
+        try f.context.files.protect(path: p, accountId: StateFixture.managedUPN)
+        #expect(try f.context.files.isFileEncrypted(path: p))
+        #expect(try f.plaintext(p) == Array("mine".utf8))
+    }
 }

@@ -48,7 +48,7 @@ public enum MasterKey {
         switch kdf {
         case "scrypt":
             guard let passphraseFile else {
-                throw MAMError.keyUnavailable("the state in \(directory) is protected by a passphrase: pass --passphrase-file or set MAMFS_PASSPHRASE_FILE")
+                throw MAMError.keyUnavailable("the state in \(directory) is protected by a passphrase: set MAMFS_PASSPHRASE_FILE to the passphrase file")
             }
             guard let data = try state.metaValue(scryptMetaKey),
                   let parameters = try? JSONDecoder().decode(ScryptParameters.self, from: data) else {

@@ -16,6 +16,15 @@ public struct FileProtectionInfo: Equatable, Sendable {
     public let storedSize: Int64
     /// True for a directory (its owner is the inherited tag).
     public let isDirectory: Bool
+
+    public init(path: String, owner: String?, encrypted: Bool, size: Int64, storedSize: Int64, isDirectory: Bool) {
+        self.path = path
+        self.owner = owner
+        self.encrypted = encrypted
+        self.size = size
+        self.storedSize = storedSize
+        self.isDirectory = isDirectory
+    }
 }
 
 /// Per-path protection: tagging with an owner, encryption and decryption, all rewrites atomic.

@@ -110,12 +110,17 @@ public final class ProtectionContext: @unchecked Sendable {
 
     /// Resolves the owner to tag files with: "" stays unmanaged, a registered accountId or UPN
     /// becomes its accountId, an unregistered GUID is accepted as an unmanaged identity.
-    /// - Throws: `.unknownAccount` for an unregistered UPN; `.invalidArguments` for a name that
-    ///   is neither.
+    /// - Throws: `.unknownAccount` for an unregistered UPN; `.keyUnavailable` for a wiped
+    ///   account; `.invalidArguments` for a name that is neither.
     public func resolveOwner(_ name: String) throws -> String {
         let canonical = AccountIdentity.canonical(name)
         if canonical.isEmpty { return "" }
-        if let record = try state.account(named: canonical) { return record.accountId }
+        if let record = try state.account(named: canonical) {
+            guard record.wipedAt == nil else {
+                throw MAMError.keyUnavailable("account \(record.upn ?? record.accountId) was wiped; nothing can be protected for it until it is enrolled again")
+            }
+            return record.accountId
+        }
         if AccountIdentity.isAccountId(canonical) { return canonical }
         if AccountIdentity.isUPN(canonical) {
             throw MAMError.unknownAccount("'\(name)' is not registered (see 'mamfs accounts')")
