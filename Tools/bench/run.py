@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import signal
 import statistics
@@ -178,7 +179,7 @@ class Mount:
         if self.pid is None:
             return None
         return dict(cpu=proc_cpu_seconds(self.pid), hwm_kib=proc_status_kib(self.pid, "VmHWM"),
-                    rss_kib=proc_status_kib(self.pid, "VmRSS"))
+                    rss_kib=proc_status_kib(self.pid, "VmRSS"), threads=proc_status_kib(self.pid, "Threads"))
 
 
 def make_tree_tarball(path, files, dirs):
@@ -255,13 +256,13 @@ def cpu_timed(cmd):
     """Wall seconds, CPU seconds (user+sys) and user seconds of one command. openssl speed
     reports user time, so user time is the like-for-like figure for the crypto path; sys time
     is the file I/O, which openssl speed does not do."""
-    before = os.times()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     run(cmd, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
-    after = os.times()
-    user = after.children_user - before.children_user
-    return wall, user + (after.children_system - before.children_system), user
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user = after.ru_utime - before.ru_utime
+    return wall, user + (after.ru_stime - before.ru_stime), user
 
 
 def openssl_speed(block):
@@ -366,6 +367,7 @@ def main():
     mamfs = os.path.abspath(args.mamfs) if args.mamfs else build_mamfs()
     os.makedirs(args.out, exist_ok=True)
 
+    host = machine(args.workdir)
     root = tempfile.mkdtemp(prefix="mamfs-bench-", dir=args.workdir)
     shm = tempfile.mkdtemp(prefix="mamfs-bench-cli-", dir="/dev/shm")
     active = []
@@ -387,7 +389,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     results = dict(started=datetime.datetime.now().isoformat(timespec="seconds"), quick=args.quick, config=cfg,
-                   machine=machine(args.workdir), mamfs=mamfs, mounts=mounts, placements=placements, samples=[],
+                   machine=host, mamfs=mamfs, mounts=mounts, placements=placements, samples=[],
                    daemon=[], cli=[], loadavg=[])
     try:
         tarball = os.path.join(root, "tree.tar")
@@ -414,12 +416,14 @@ def main():
                 if before and after:
                     results["daemon"].append(dict(round=rnd, placement=m.placement, mount=m.name,
                                                   cpu_s=after["cpu"] - before["cpu"], hwm_kib=after["hwm_kib"],
-                                                  rss_kib=after["rss_kib"]))
+                                                  rss_kib=after["rss_kib"], threads=after["threads"]))
                 if "smallw" in workloads:
                     sample.update(workload_smallw(m, cfg))
                 results["samples"].append(sample)
+                daemon = results["daemon"][-1] if before and after else None
                 log(f"round {rnd} {m.placement:5} {m.name:11} " +
-                    " ".join(f"{k}={v:.1f}" for k, v in sample.items() if isinstance(v, float)))
+                    " ".join(f"{k}={v:.1f}" for k, v in sample.items() if isinstance(v, float)) +
+                    (f" daemon_rss={daemon['rss_kib'] // 1024}MiB threads={daemon['threads']}" if daemon else ""))
             if "cli" in workloads:
                 c = workload_cli(mamfs, cfg, shm)
                 c.update(round=rnd, loadavg=loadavg())

@@ -97,11 +97,14 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let cipher = try BlockCipher(key: fileKey, fileId: fileId)
         let blockPlain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         defer { OPENSSL_cleanse(blockPlain.baseAddress, blockPlain.count); blockPlain.deallocate() }
+        // One stored-bytes buffer for the whole call, sized to what it covers.
+        let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastBlock - firstBlock + 1)
+        let storedBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(chunkBlocks) * BlockLayout.storedBlockSize, alignment: 16)
+        defer { storedBuffer.deallocate() }
         var block = firstBlock
         while block <= lastBlock {
-            let chunkEnd = min(lastBlock, block + Int64(ProtectedFileContent.blocksPerChunk) - 1)
-            let stored = try readStoredBlocks(from: block, through: chunkEnd, plaintextSize: size)
-            defer { stored.deallocate() }
+            let chunkEnd = min(lastBlock, block + chunkBlocks - 1)
+            let stored = try readStoredBlocks(from: block, through: chunkEnd, plaintextSize: size, into: storedBuffer)
             for b in block...chunkEnd {
                 let blockStart = b * bs
                 let plainLength = Int(min(bs, size - blockStart))
@@ -122,20 +125,35 @@ public final class ProtectedFileContent: @unchecked Sendable {
         return Int(end - offset)
     }
 
-    /// Reads the stored bytes of blocks first...last (inclusive), which must exist for `plaintextSize`.
-    private func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64) throws -> UnsafeMutableRawBufferPointer {
+    /// Stored length of blocks first...last (inclusive), which must exist for `plaintextSize`.
+    private static func storedLength(from first: Int64, through last: Int64, plaintextSize size: Int64) -> Int {
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let lastPlain = min(bs, size - last * bs)
-        let length = Int(last - first) * BlockLayout.storedBlockSize + Int(lastPlain) + BlockLayout.overhead
+        return Int(last - first) * BlockLayout.storedBlockSize + Int(lastPlain) + BlockLayout.overhead
+    }
+
+    /// Reads the stored bytes of blocks first...last (inclusive) into a new buffer the caller deallocates.
+    private func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64) throws -> UnsafeMutableRawBufferPointer {
+        let length = ProtectedFileContent.storedLength(from: first, through: last, plaintextSize: size)
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 16)
         do {
-            let got = try FileIO.preadFully(fd, stored, at: dataOffset + first * Int64(BlockLayout.storedBlockSize))
-            guard got == length else {
-                throw MAMError.authenticationFailed("file shrank while reading block \(first)")
-            }
+            _ = try readStoredBlocks(from: first, through: last, plaintextSize: size, into: stored)
         } catch {
             stored.deallocate()
             throw error
+        }
+        return stored
+    }
+
+    /// Reads the stored bytes of blocks first...last (inclusive) into the start of `buffer`
+    /// (large enough for them) and returns that part of it.
+    private func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64,
+                                  into buffer: UnsafeMutableRawBufferPointer) throws -> UnsafeMutableRawBufferPointer {
+        let length = ProtectedFileContent.storedLength(from: first, through: last, plaintextSize: size)
+        let stored = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+        let got = try FileIO.preadFully(fd, stored, at: dataOffset + first * Int64(BlockLayout.storedBlockSize))
+        guard got == length else {
+            throw MAMError.authenticationFailed("file shrank while reading block \(first)")
         }
         return stored
     }

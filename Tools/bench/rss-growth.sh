@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Reproduces the mount daemon's memory growth (docs/PERFORMANCE.md): an encrypting mamfs mount;
+# each iteration writes a new 64 MiB file (dd bs=1M, fsync), drops caches, runs fio 4 KiB
+# random reads on it for 4 s and removes it, then prints the daemon's VmRSS, RssAnon and open
+# descriptors. A daemon that does not grow prints the same figures after the first iteration.
+#
+# usage: Tools/bench/rss-growth.sh PATH/TO/mamfs [ITERATIONS=6] [randread|randwrite]   (root)
+set -euo pipefail
+MAMFS="$(readlink -f "$1")"; ITERATIONS="${2:-6}"; RW="${3:-randread}"
+WORK="$(mktemp -d /var/tmp/mamfs-rss-XXXXXX)"
+mkdir -p "$WORK/backing" "$WORK/mnt"
+PID=""
+cleanup() {
+    if mountpoint -q "$WORK/mnt"; then fusermount3 -u "$WORK/mnt" 2>/dev/null || fusermount3 -uz "$WORK/mnt"; fi
+    if [[ -n "$PID" ]]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+"$MAMFS" init --state "$WORK/state" >/dev/null
+"$MAMFS" enroll 8c7f3e1a-0000-4000-8000-000000000001 --upn bench@contoso.com \
+    --policy "$(dirname "$0")/../demo/policy-encrypt.json" --state "$WORK/state" >/dev/null
+taskset -c 0 "$MAMFS" mount "$WORK/backing" "$WORK/mnt" -f --account bench@contoso.com --state "$WORK/state" \
+    > "$WORK/daemon.log" 2>&1 &
+PID=$!
+for _ in $(seq 100); do mountpoint -q "$WORK/mnt" && break; sleep 0.1; done
+mountpoint -q "$WORK/mnt" || { echo "mount failed" >&2; cat "$WORK/daemon.log" >&2; exit 1; }
+for i in $(seq "$ITERATIONS"); do
+    dd if=/dev/urandom of="$WORK/mnt/f" bs=1M count=64 conv=fsync status=none
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    iops=$(taskset -c 0 fio --name=x --filename="$WORK/mnt/f" --size=64m --bs=4k --rw="$RW" --ioengine=psync \
+        --invalidate=1 --fallocate=none --time_based --runtime=4 --output-format=terse | cut -d';' -f8,49)
+    rm -f "$WORK/mnt/f"
+    printf 'iteration %d: iops(read;write) %s  VmRSS %s kB  RssAnon %s kB  fds %s\n' "$i" "$iops" \
+        "$(awk '/^VmRSS/ {print $2}' /proc/$PID/status)" "$(awk '/^RssAnon/ {print $2}' /proc/$PID/status)" \
+        "$(ls /proc/$PID/fd | wc -l)"
+done
