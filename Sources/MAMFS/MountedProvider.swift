@@ -15,15 +15,22 @@ import MAMProtection
 /// | list/get/set/removexattr `user.mam.fp.*` | hidden (not listed, ENODATA, EPERM)                   |
 /// | getattr / lookup / readdirplus of a placeholder | size = `placeholderInfo(localPath:).size`     |
 /// | open / truncate of a placeholder        | `startProvidingItem` under the entry's exclusive content lock, then the entry is re-keyed (the file was replaced) |
-/// | release of a writable handle, fsync     | non-replicated: `itemChanged`; replicated: a sync pass is scheduled |
-/// | rename                                  | non-replicated: `itemMoved` (metadata only), a replaced target's item deleted |
-/// | unlink / rmdir                          | non-replicated: `deleteItem` with the attributes read before unlinking |
+/// | release of a writable handle, fsync     | non-replicated: `itemChanged` (queued; fsync waits for it); replicated: a sync pass is scheduled |
+/// | rename                                  | non-replicated: `itemRenamed` (queued): a move of an uploaded item (metadata only), or a new file renamed over an item takes that item's identity and uploads as its next version; a replaced item is deleted only once its replacement is on the remote |
+/// | unlink / rmdir                          | non-replicated: `deleteItem` (queued) with the attributes read before unlinking |
 /// | every `syncInterval` seconds            | replicated: `syncOnce` on a background thread, stopped at unmount |
 ///
-/// Remote calls for unlink, rename and release are made after the kernel got its reply, so a
-/// program's rm/mv/close does not wait for the remote (a script that looks at the remote right
-/// after `mv` may see the old state for a moment). Open of a placeholder does wait: it needs
-/// the contents.
+/// Non-replicated remote work runs on one serial queue, in request order, after the kernel got
+/// its reply (a program's close/rm/mv does not wait for the remote; a script that looks at the
+/// remote right after `mv` may see the old state for a moment). Every deferred call finds its
+/// file by identity (the entry's descriptor for a close, an O_PATH descriptor taken before a
+/// rename), never by the path it had when queued, so a close followed at once by a rename
+/// (write temp, rename over: the usual editor save) uploads under the final name. The local
+/// rename/unlink/rmdir itself runs on the queue too (waiting for uploads queued before it), so
+/// the attributes it reads are those the earlier uploads wrote. fsync returns once its upload
+/// is done; unmount waits for the queue. Open of a placeholder waits too: it needs the contents.
+/// Whatever is still pending at mount time (an upload that failed: remote unreachable, daemon
+/// killed) is uploaded by the mount's first pass, before the placeholders are refreshed.
 ///
 /// A file created in the mount (or copied in: a move from another filesystem is a copy) is
 /// imported by its first `itemChanged` (the importDocument rule: a protected file is decrypted
@@ -31,7 +38,8 @@ import MAMProtection
 /// `canReceiveSharedFile`). A refusal keeps the local file as it is, uploads nothing and logs
 /// one line (`-o log=FILE`); the close or fsync itself does not fail, because the data is safe
 /// locally. Upload errors (remote unreachable) are logged the same way and retried at the next
-/// close/fsync (non-replicated) or pass (replicated).
+/// close/fsync/rename of the file, `mamfs provider sync` or mount (non-replicated) or pass
+/// (replicated).
 final class MountedProvider: @unchecked Sendable {
     let kind: ProviderKind
     let nonReplicated: NonReplicatedProvider?
@@ -73,6 +81,8 @@ final class MountedProvider: @unchecked Sendable {
     /// stays usable, the next pass retries).
     func initialPass() {
         if let nonReplicated {
+            // Changes a previous mount could not upload (remote unreachable, killed) go first.
+            uploadPending()
             do {
                 report(try nonReplicated.createPlaceholders(), what: "placeholders")
             } catch {
@@ -122,7 +132,32 @@ final class MountedProvider: @unchecked Sendable {
 
     // MARK: Local changes
 
-    /// A file written through the mount was closed or fsynced.
+    /// The provider work of a non-replicated mount, one item at a time in request order.
+    private let work = DispatchQueue(label: "mamfs-provider")
+
+    /// Runs `body` (a namespace change: rename, unlink, rmdir) after every provider call
+    /// queued before it and before any queued after it; replicated mounts run it at once.
+    /// Keeping the local change and the remote calls in one order is what makes a deferred
+    /// call see the tree its request saw (an upload queued by a close is done before the
+    /// rename that follows it).
+    func serialized<T>(_ body: () throws -> T) rethrows -> T {
+        guard nonReplicated != nil else { return try body() }
+        return try work.sync(execute: body)
+    }
+
+    /// Queues remote work (non-replicated); `wait` blocks until it (and everything queued
+    /// before it) is done.
+    func enqueue(wait: Bool = false, _ body: @escaping @Sendable () -> Void) {
+        if wait { work.sync(execute: body) } else { work.async(execute: body) }
+    }
+
+    /// Waits for the queued work.
+    func drain() {
+        if nonReplicated != nil { work.sync {} }
+    }
+
+    /// A file written through the mount was closed or fsynced; `path` is where it is now.
+    /// Non-replicated: call it on the queue. Replicated: schedules a pass.
     func fileChanged(path: String) {
         if let nonReplicated {
             do {
@@ -135,25 +170,28 @@ final class MountedProvider: @unchecked Sendable {
         }
     }
 
-    /// What an unlink needs to know, read before unlinking.
-    struct RemovedItem {
+    /// What an unlink or a rename-over needs to know, read before the local item goes.
+    struct RemovedItem: Sendable {
         let identifier: ItemIdentifier
         let baseVersion: String?
+        /// The attributes of a file (nil for a directory or an item without them).
+        let attributes: LocalItemAttributes?
     }
 
     /// The remote item of the local object at `path` (nil: not a provider item).
     func itemBeforeRemoval(path: String) -> RemovedItem? {
         guard nonReplicated != nil else { return nil }
         if let attributes = LocalItemAttributes.read(path: path) {
-            return RemovedItem(identifier: attributes.identifier, baseVersion: attributes.contentVersion)
+            return RemovedItem(identifier: attributes.identifier, baseVersion: attributes.contentVersion, attributes: attributes)
         }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let n = buffer.withUnsafeMutableBytes { lgetxattr(path, LocalItemAttributes.itemAttribute, $0.baseAddress, $0.count) }
         guard n > 0 else { return nil }
-        return RemovedItem(identifier: ItemIdentifier(String(decoding: buffer[0..<n], as: UTF8.self)), baseVersion: nil)
+        return RemovedItem(identifier: ItemIdentifier(String(decoding: buffer[0..<n], as: UTF8.self)), baseVersion: nil, attributes: nil)
     }
 
-    /// The local object was unlinked or removed through the mount.
+    /// The local object was unlinked or removed through the mount (non-replicated: call it on
+    /// the queue).
     func itemRemoved(_ item: RemovedItem?, path: String) {
         if let nonReplicated {
             guard let item else { return }
@@ -167,18 +205,77 @@ final class MountedProvider: @unchecked Sendable {
         }
     }
 
-    /// A local object was renamed or moved through the mount to `path`.
-    func itemMoved(path: String, replaced: RemovedItem?) {
-        if let nonReplicated {
-            if let replaced { itemRemoved(replaced, path: path) }
-            guard LocalItemAttributes.read(path: path) != nil || itemBeforeRemoval(path: path) != nil else { return }
-            do {
-                try nonReplicated.itemMoved(localPath: path)
-            } catch {
-                log("provider: \(path): remote item not moved: \(error)")
-            }
-        } else {
+    /// A local object was renamed or moved through the mount (non-replicated: call it on the
+    /// queue). `object` finds it by identity (it may have been renamed again or removed
+    /// since); `path` is its name right after the rename, for messages; `replaced` is the
+    /// item the rename replaced.
+    func itemRenamed(_ object: LocalObject?, path: String, replaced: RemovedItem?) {
+        guard let nonReplicated else {
             schedulePass()
+            return
+        }
+        guard let current = object?.currentPath(expecting: object?.identifier) else {
+            // Gone since (removed by a later request): so is what it replaced.
+            if let replaced { itemRemoved(replaced, path: path) }
+            return
+        }
+        do {
+            if let replaced, replaced.attributes == nil {
+                // A directory (or an item without file attributes) was replaced.
+                try nonReplicated.deleteItem(withIdentifier: replaced.identifier, baseVersion: replaced.baseVersion)
+                if LocalItemAttributes.read(path: current) != nil || itemBeforeRemoval(path: current) != nil {
+                    try nonReplicated.itemRenamed(localPath: current, replaced: nil)
+                }
+                return
+            }
+            let isItem = LocalItemAttributes.read(path: current) != nil || itemBeforeRemoval(path: current) != nil
+            var st = stat()
+            let isFile = lstat(current, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+            guard isItem || isFile || replaced != nil else { return }
+            try nonReplicated.itemRenamed(localPath: current, replaced: replaced?.attributes)
+        } catch {
+            log("provider: \(current): remote rename not done: \(error)")
+        }
+    }
+
+    /// Uploads what is still pending locally (a mount's start; `provider sync` does the same).
+    func uploadPending() {
+        guard let nonReplicated else { return }
+        report(nonReplicated.uploadPendingChanges(), what: "pending upload")
+    }
+
+    /// A local object found by identity: an O_PATH descriptor taken before a rename, so the
+    /// deferred remote work finds it under whatever name it has when the work runs.
+    final class LocalObject: @unchecked Sendable {
+        private let fd: Int32
+        /// Its item identifier when it was taken (nil: not an item then).
+        let identifier: String?
+
+        init?(directory: Int32, name: UnsafePointer<CChar>) {
+            let opened = openat(directory, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+            guard opened >= 0 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { getxattr("/proc/self/fd/\(opened)", LocalItemAttributes.itemAttribute, $0.baseAddress, $0.count) }
+            fd = opened
+            identifier = n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+        }
+
+        deinit { close(fd) }
+
+        /// Its current path; nil when it was removed. A placeholder materialized since was
+        /// replaced by a new file under the same name: that one is accepted when it carries
+        /// `identifier`.
+        func currentPath(expecting identifier: String?) -> String? {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+            guard n > 0 else { return nil }
+            var path = buffer.withUnsafeBufferPointer { String(decoding: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0)[0..<n]), as: UTF8.self) }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { return nil }
+            if st.st_nlink > 0 { return path }
+            guard let identifier, path.hasSuffix(" (deleted)") else { return nil }
+            path.removeLast(" (deleted)".count)
+            return LocalItemAttributes.read(path: path)?.identifier.rawValue == identifier ? path : nil
         }
     }
 
@@ -204,8 +301,10 @@ final class MountedProvider: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Stops the background thread, waiting for a pass in progress to end.
+    /// Stops the background thread, waiting for a pass in progress to end, and finishes the
+    /// queued provider work of a non-replicated mount.
     func stop() {
+        drain()
         condition.lock()
         let wasRunning = running
         stopping = true

@@ -40,10 +40,25 @@ extension OverlayFilesystem {
         }
     }
 
-    /// A file written through a provider mount was closed, fsynced or truncated.
-    private func providerFileChanged(_ inode: Inode) {
-        guard let provider, let path = try? backingPath(inode) else { return }
-        inode.content.reading { provider.fileChanged(path: path) }
+    /// A file written through a provider mount was closed, fsynced or truncated. Non-replicated:
+    /// the upload is queued behind earlier provider work and finds the file by its entry (the
+    /// path it has when the upload runs, after any rename; nothing when it was removed), so a
+    /// close followed at once by a rename never uploads under a stale name. `wait` (fsync)
+    /// returns once it is done.
+    private func providerFileChanged(_ inode: Inode, wait: Bool = false) {
+        guard let provider else { return }
+        guard provider.nonReplicated != nil else {
+            provider.fileChanged(path: "")
+            return
+        }
+        provider.enqueue(wait: wait) { [self] in
+            inode.content.reading {
+                var st = stat()
+                guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
+                      let path = try? backingPath(inode) else { return }
+                provider.fileChanged(path: path)
+            }
+        }
     }
 
     private func replyEntry(_ req: fuse_req_t?, _ inode: Inode, _ st: stat) {
@@ -242,13 +257,24 @@ extension OverlayFilesystem {
             }
             // The remote item is read before the local one goes (its attributes go with it);
             // a file that keeps other hard links keeps its remote item.
+            // Done in order with the queued provider work (an upload queued by a close before
+            // this unlink has written its attributes, so the item is known here).
             let path = try childPath(dir, name)
-            var st = stat()
-            let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
-            let item = lastLink ? provider.itemBeforeRemoval(path: path) : nil
-            guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+            let (lastLink, item) = try provider.serialized { () throws -> (Bool, MountedProvider.RemovedItem?) in
+                var st = stat()
+                let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
+                let item = lastLink ? provider.itemBeforeRemoval(path: path) : nil
+                guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+                return (lastLink, item)
+            }
             fuse_reply_err(req, 0)
-            if lastLink { provider.itemRemoved(item, path: path) }
+            if lastLink {
+                if provider.nonReplicated != nil {
+                    provider.enqueue { provider.itemRemoved(item, path: path) }
+                } else {
+                    provider.itemRemoved(item, path: path)
+                }
+            }
         } catch { fail(req, error) }
     }
 
@@ -268,15 +294,30 @@ extension OverlayFilesystem {
             let exchange = flags & mamfs_fuse_RENAME_EXCHANGE != 0
             let oldPath = try childPath(from, name)
             let newPath = try childPath(to, newName)
-            // A target that is replaced loses its remote item (read before it goes), unless it
-            // is the same item (a rename onto itself or onto another hard link of it).
-            var replaced = exchange ? nil : provider.itemBeforeRemoval(path: newPath)
-            if let target = replaced, provider.itemBeforeRemoval(path: oldPath)?.identifier == target.identifier { replaced = nil }
-            let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
-            guard rc == 0 else { throw FilesystemError.current() }
+            // The local rename runs in order with the queued provider work (the upload queued
+            // by the close of a temp file is done before it is renamed over its target). The
+            // replaced target's item is read before it goes, unless it is the same item (a
+            // rename onto itself or onto another hard link of it); the renamed objects are
+            // held by identity so the queued remote work finds them wherever they are then.
+            let (source, target, replaced) = try provider.serialized {
+                () throws -> (MountedProvider.LocalObject?, MountedProvider.LocalObject?, MountedProvider.RemovedItem?) in
+                var replaced = exchange ? nil : provider.itemBeforeRemoval(path: newPath)
+                if let target = replaced, provider.itemBeforeRemoval(path: oldPath)?.identifier == target.identifier { replaced = nil }
+                let source = MountedProvider.LocalObject(directory: from.fd, name: name)
+                let target = exchange ? MountedProvider.LocalObject(directory: to.fd, name: newName) : nil
+                let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
+                guard rc == 0 else { throw FilesystemError.current() }
+                return (source, target, replaced)
+            }
             fuse_reply_err(req, 0)
-            provider.itemMoved(path: newPath, replaced: replaced)
-            if exchange { provider.itemMoved(path: oldPath, replaced: nil) }
+            if provider.nonReplicated != nil {
+                provider.enqueue {
+                    provider.itemRenamed(source, path: newPath, replaced: replaced)
+                    if exchange { provider.itemRenamed(target, path: oldPath, replaced: nil) }
+                }
+            } else {
+                provider.itemRenamed(nil, path: newPath, replaced: nil)
+            }
         } catch { fail(req, error) }
     }
 
@@ -623,7 +664,7 @@ extension OverlayFilesystem {
         }
         let rc = datasync ? fdatasync(handle.fd) : SwiftGlibc.fsync(handle.fd)
         let code = rc == 0 ? 0 : errno
-        if provider != nil && rc == 0 && handle.writable { providerFileChanged(handle.inode) }
+        if provider != nil && rc == 0 && handle.writable { providerFileChanged(handle.inode, wait: true) }
         fuse_reply_err(req, code)
     }
 

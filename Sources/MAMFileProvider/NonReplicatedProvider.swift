@@ -403,7 +403,14 @@ public final class NonReplicatedProvider: Sendable {
                 throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
             }
             let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative))
-            let item = try binding.remote.move(ItemIdentifier(id), toParent: parent, newName: FileSystem.lastComponent(relative))
+            let name = FileSystem.lastComponent(relative)
+            if let current = try? binding.remote.item(ItemIdentifier(id)), current.parentIdentifier == parent,
+               current.filename == name {
+                // Already there (a rename back, or a move already made): nothing to do.
+                remember(current, at: localPath)
+                return domain.protectFileProviderItem(current)
+            }
+            let item = try binding.remote.move(ItemIdentifier(id), toParent: parent, newName: name)
             try FileSystem.setAttribute(localPath, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
             try? binding.database.remove(ItemIdentifier(id))
             remember(item, at: localPath)
@@ -423,13 +430,115 @@ public final class NonReplicatedProvider: Sendable {
         }
     }
 
+    /// The remote side of a local rename or move to `localPath` (where the renamed object is
+    /// now, found by the caller from its identity, not from the name it had), `replaced` being
+    /// the attributes of the local item the rename replaced (read before renaming; nil when
+    /// nothing was replaced or it was the same item):
+    ///
+    /// | renamed object                    | replaced          | remote                                          |
+    /// |-----------------------------------|-------------------|-------------------------------------------------|
+    /// | provider item S                   | none              | S moved (metadata only, no re-upload)            |
+    /// | provider item S                   | item R            | S's pending changes uploaded, R deleted, S moved |
+    /// | regular file without an item      | file R            | the file takes R's identity and is uploaded as a new version of R (editor save: write temp, rename over) |
+    /// | regular file without an item      | none              | uploaded as a new item under its current name    |
+    /// | anything else                     | item R            | R deleted                                        |
+    ///
+    /// A remote item is never deleted before what replaced it is on the remote: when the upload
+    /// fails the error is thrown, the local file stays pending (retried by the next close,
+    /// fsync, `provider sync` or mount) and R is left as it was.
+    /// - Throws: as `itemChanged` and `itemMoved`.
+    public func itemRenamed(localPath: String, replaced: LocalItemAttributes?) throws {
+        try ProviderError.mapped {
+            guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
+            let own = FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute)
+            if let replaced, replaced.identifier.rawValue == own {
+                try itemMoved(localPath: localPath)
+                return
+            }
+            if own == nil, FileSystem.isRegular(st) {
+                if let replaced, replaced.contentVersion != nil {
+                    // Save by rename: the new file is the next version of the item it replaced.
+                    var adopted = replaced
+                    adopted.isPlaceholder = false
+                    adopted.stamp = nil
+                    try adopted.write(path: localPath)
+                    try itemChanged(localPath: localPath)
+                    if let id = FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute),
+                       id == replaced.identifier.rawValue {
+                        try itemMoved(localPath: localPath)
+                    }
+                    return
+                }
+                // Never uploaded (its close raced with the rename, or its upload failed).
+                try itemChanged(localPath: localPath)
+                if let replaced { try deleteItem(withIdentifier: replaced.identifier, baseVersion: replaced.contentVersion) }
+                return
+            }
+            if own != nil, FileSystem.isRegular(st) {
+                // Its last changes go up first, so the item that takes the name is complete.
+                try itemChanged(localPath: localPath)
+            }
+            if let replaced { try deleteItem(withIdentifier: replaced.identifier, baseVersion: replaced.contentVersion) }
+            if FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute) != nil {
+                try itemMoved(localPath: localPath)
+            }
+        }
+    }
+
+    /// Uploads every local file with changes the remote does not have (files never uploaded,
+    /// files written since their last upload, files a save-by-rename replaced): what a
+    /// mount does at start and `mamfs provider sync` does before refreshing placeholders.
+    /// Placeholders and clean copies are not touched.
+    /// - Returns: the report (`created` / `modified` counts; one error per file not uploaded,
+    ///   `refused` for policy refusals); an unreachable remote stops the walk early.
+    public func uploadPendingChanges(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
+        var report = SyncReport()
+        var pending: [String] = []
+        func walk(_ relative: String) {
+            let path = layout.absolutePath(relative)
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+            for name in names.sorted() {
+                if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
+                if FileSystem.isTemporaryName(name) { continue }
+                let childRelative = relative.isEmpty ? name : relative + "/" + name
+                guard let st = FileSystem.lstatPath(layout.absolutePath(childRelative)) else { continue }
+                if FileSystem.isDirectory(st) {
+                    walk(childRelative)
+                } else if Self.hasPendingChanges(localPath: layout.absolutePath(childRelative)) {
+                    pending.append(childRelative)
+                }
+            }
+        }
+        walk("")
+        for (index, relative) in pending.enumerated() {
+            let path = layout.absolutePath(relative)
+            let existed = LocalItemAttributes.read(path: path) != nil
+            do {
+                if try itemChanged(localPath: path) != nil {
+                    if existed { report.modified += 1 } else { report.created += 1 }
+                }
+            } catch {
+                let issue = SyncIssue(path: relative, error: error)
+                if issue.errno == EACCES { report.refused += 1 }
+                report.errors.append(issue)
+                if issue.errno == EHOSTUNREACH {
+                    report.complete = false
+                    break
+                }
+            }
+            progress?(SyncProgress(done: index + 1, total: pending.count, path: relative))
+        }
+        return report
+    }
+
     // MARK: Eviction
 
     /// Drops the local contents of a materialized file and leaves a placeholder (same name,
     /// size and version). Does nothing for a placeholder.
     /// Mirrors `NSFileProviderExtension stopProvidingItemAtURL:` / `evictItem`.
     /// - Throws: `.invalidArguments` (not a provider item, or a directory);
-    ///   `.system(EBUSY)` when the file has changes not uploaded yet (nothing is dropped).
+    ///   `.system(EBUSY)` "has a pending upload" when the file has changes not uploaded yet,
+    ///   including a file created locally and never uploaded (nothing is dropped).
     public func stopProvidingItem(localPath: String) throws {
         try Self.evict(localPath: localPath, layout: layout, database: binding.database)
     }
@@ -438,16 +547,14 @@ public final class NonReplicatedProvider: Sendable {
     static func evict(localPath: String, layout: ProviderLayout, database: ProviderDatabase) throws {
         guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
         guard FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(path: localPath) else {
-            if let relative = layout.relativePath(of: localPath), (try? database.item(localPath: relative)) != nil {
-                // Replaced by a save-by-rename and not uploaded yet.
-                throw MAMError.system("\(localPath) has changes that are not uploaded yet; not evicted", errno: EBUSY)
+            if FileSystem.isRegular(st), layout.relativePath(of: localPath).map({ !$0.isEmpty }) == true {
+                // Created (or replaced by a save-by-rename) and not uploaded yet.
+                throw pendingUpload(localPath)
             }
             throw MAMError.invalidArguments("\(localPath) is not a file-provider file")
         }
         guard !attributes.isPlaceholder else { return }
-        guard !attributes.hasLocalChanges(st) else {
-            throw MAMError.system("\(localPath) has changes that are not uploaded yet; not evicted", errno: EBUSY)
-        }
+        guard !attributes.hasLocalChanges(st) else { throw pendingUpload(localPath) }
         let temp = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
         let fd = open(temp.path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw MAMError.fromErrno("open \(temp.path)") }
@@ -458,6 +565,11 @@ public final class NonReplicatedProvider: Sendable {
         try placeholder.write(fd: fd)
         fchmod(fd, st.st_mode & 0o777)
         try temp.move(to: localPath)
+    }
+
+    /// The refusal to evict a file whose contents are not on the remote yet (EBUSY).
+    static func pendingUpload(_ localPath: String) -> MAMError {
+        .system("\(localPath) has a pending upload (changes not on the remote yet); not evicted", errno: EBUSY)
     }
 
     // MARK: Import

@@ -8,8 +8,11 @@ import MAMProtection
 /// first use only the path is needed.
 public enum ProviderCommands {
     /// `mamfs provider sync BACKING [--remote DIR] [--account A]`: one pass. A replicated root
-    /// runs `ReplicatedProvider.syncOnce`; a non-replicated one refreshes its placeholders
-    /// (`NonReplicatedProvider.createPlaceholders`). A root never used before becomes a
+    /// runs `ReplicatedProvider.syncOnce`; a non-replicated one first uploads its pending local
+    /// changes (`NonReplicatedProvider.uploadPendingChanges`: counted as created/modified, a
+    /// file that could not be uploaded is an error in the report, so the exit status is 74, or
+    /// 77 for a policy refusal, 75 when the remote is unreachable) and then refreshes its
+    /// placeholders (`NonReplicatedProvider.createPlaceholders`). A root never used before becomes a
     /// replicated one.
     /// - Parameters:
     ///   - localPath: the local root (the mount's backing directory or a replica).
@@ -29,7 +32,17 @@ public enum ProviderCommands {
             case .replicated:
                 return try ReplicatedProvider(replicaRoot: localPath, domain: domain).syncOnce(progress: progress)
             case .nonReplicated:
-                return try NonReplicatedProvider(localRoot: localPath, domain: domain).createPlaceholders(progress: progress)
+                let provider = try NonReplicatedProvider(localRoot: localPath, domain: domain)
+                var report = provider.uploadPendingChanges(progress: progress)
+                guard report.complete else { return report }
+                let placed = try provider.createPlaceholders(progress: progress)
+                report.fetched += placed.fetched
+                report.placeholders += placed.placeholders
+                report.deletedLocally += placed.deletedLocally
+                report.errors += placed.errors
+                report.complete = placed.complete
+                report.anchor = placed.anchor
+                return report
             }
         }
     }
@@ -53,8 +66,10 @@ public enum ProviderCommands {
 
     /// `mamfs provider evict PATH`: drops the local contents of a materialized non-replicated
     /// item, keeping its placeholder (`NonReplicatedProvider.stopProvidingItem`).
-    /// - Throws: `.invalidArguments` (not a non-replicated provider file), `.system(EBUSY)`
-    ///   (changes not uploaded yet), `.fileNotFound`.
+    /// - Throws: `.invalidArguments` (not a non-replicated provider file, exit 64),
+    ///   `.cannotCreateOutput` "PATH has a pending upload" (exit 73, EX_CANTCREAT: the
+    ///   placeholder cannot be made while the contents are not on the remote; run it again after
+    ///   the upload, e.g. after `mamfs provider sync`), `.fileNotFound`.
     public static func evict(path: String) throws {
         try ProviderError.mapped {
             let (layout, database, configuration) = try openRoot(containing: path)
@@ -62,7 +77,11 @@ public enum ProviderCommands {
             guard configuration.kind == .nonReplicated else {
                 throw MAMError.invalidArguments("\(layout.root) is a replicated provider: its items are always materialized")
             }
-            try NonReplicatedProvider.evict(localPath: path, layout: layout, database: database)
+            do {
+                try NonReplicatedProvider.evict(localPath: path, layout: layout, database: database)
+            } catch MAMError.system(let message, let code) where code == EBUSY {
+                throw MAMError.cannotCreateOutput(message)
+            }
         }
     }
 

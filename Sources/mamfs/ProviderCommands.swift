@@ -30,7 +30,7 @@ enum ProviderVerbs {
     static let evict = Verb(
         "provider evict",
         usage: ["mamfs provider evict PATH [--state DIR]"],
-        summary: "Drop the local contents of the non-replicated provider file PATH and keep its placeholder; the next open downloads it again. Refused (exit 74) while it has changes not uploaded yet.",
+        summary: "Drop the local contents of the non-replicated provider file PATH and keep its placeholder; the next open downloads it again. Refused (exit 73) while it has changes not uploaded yet.",
         spec: ArgumentSpec(positionals: 1...1),
         run: runEvict)
 

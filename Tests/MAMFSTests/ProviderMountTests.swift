@@ -57,6 +57,20 @@ final class ProviderMount: @unchecked Sendable {
         mounted = true
     }
 
+    /// Mounts the state, remote and backing directory of `previous` (closed) again.
+    init(reopening previous: ProviderMount) throws {
+        kind = previous.kind
+        base = previous.base
+        state = previous.state
+        remote = previous.remote
+        backing = previous.backing
+        mountpoint = previous.mountpoint
+        log = previous.log
+        try mamfs(["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
+                   "-o", "attr_timeout=0,entry_timeout=0,log=" + log])
+        mounted = true
+    }
+
     deinit {
         close()
         try? FileManager.default.removeItem(atPath: base)
@@ -163,6 +177,20 @@ final class ProviderMount: @unchecked Sendable {
     /// A remote file not in the first few (sorted), for the scenarios.
     func someRemoteFiles(_ count: Int) -> [String] {
         Array(files(under: remote).filter { $0.value > 0 }.keys.sorted().prefix(count))
+    }
+    /// Remote and mount hold the same files with the same bytes, and nothing on the remote is
+    /// a protected file. Waits for the queued uploads first (`provider status` shows them).
+    func expectRemoteMatchesMount(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let settled = wait { files(under: remote) == files(under: mountpoint) }
+        #expect(settled, "\(what): names and sizes differ: remote-only \(Set(files(under: remote).keys).subtracting(files(under: mountpoint).keys).sorted()), mount-only \(Set(files(under: mountpoint).keys).subtracting(files(under: remote).keys).sorted())", sourceLocation: sourceLocation)
+        let diff = try sh("diff -r \"$R\" \"$M\" && echo same")
+        #expect(diff.out == "same\n", "\(what): \(diff.out.prefix(500)) \(diff.err.prefix(500))", sourceLocation: sourceLocation)
+        #expect(protectedRemoteFiles().isEmpty, "\(what): header magic on the remote", sourceLocation: sourceLocation)
+    }
+
+    /// True when `provider status` reports a pending upload for `path`.
+    func pendingUpload(_ path: String) throws -> Bool {
+        try mamfs(["provider", "status", path, "--json"]).out.contains("\"pendingUpload\" : true")
     }
 }
 
@@ -341,5 +369,173 @@ struct ProviderMountTests {
         #expect(try m.backingHeader("remote-new.txt")?.isEncrypted == true)
         #expect(m.protectedRemoteFiles().isEmpty)
         #expect(m.files(under: m.mountpoint) == m.files(under: m.remote))
+    }
+
+    // MARK: Save patterns (regressions: uploads raced the rename and went up under the temp name)
+
+    @Test("non-replicated: write temp then rename over (python, repeated), and rename of a never-uploaded file: the remote holds exactly the mount's files with the new bytes")
+    func saveByRenameOver() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let picks = m.someRemoteFiles(2)
+        try #require(picks.count == 2)
+        let (target, placeholderTarget) = (picks[0], picks[1])
+        #expect(m.read(m.mountpoint + "/" + target) == m.read(m.remote + "/" + target), "materialized first")
+        let remoteInodeBefore = m.inode(m.remote + "/" + target)
+        let save = try m.sh("""
+        python3 - "$M/\(target)" "$M/\(placeholderTarget)" <<'PY'
+        import os, sys
+        for round in range(5):
+            for path in sys.argv[1:]:
+                tmp = path + ".tmp"
+                with open(tmp, "wb") as f:
+                    f.write(("saved %d %s\\n" % (round, os.path.basename(path))).encode() * 100)
+                os.rename(tmp, path)
+        PY
+        """)
+        #expect(save.status == 0, "\(save.err)")
+        for path in [target, placeholderTarget] {
+            let expected = Data(String(repeating: "saved 4 \((path as NSString).lastPathComponent)\n", count: 100).utf8)
+            #expect(m.read(m.mountpoint + "/" + path) == expected)
+            #expect(m.wait { m.read(m.remote + "/" + path) == expected }, "\(path): new bytes on the remote under its name")
+            #expect(m.inode(m.remote + "/" + path + ".tmp") == nil, "no temp name on the remote")
+            #expect(try !m.pendingUpload(m.mountpoint + "/" + path), "\(path) uploaded")
+        }
+        #expect(remoteInodeBefore != nil)
+        try m.expectRemoteMatchesMount("after temp+rename saves")
+
+        // A new file renamed right after its close (never uploaded under its first name).
+        let fresh = try m.sh("printf 'fresh\\n' > \"$M/fresh.part\" && mv \"$M/fresh.part\" \"$M/fresh.txt\" && printf 'two\\n' > \"$M/two.tmp\" && mv \"$M/two.tmp\" \"$M/two.txt\" && mv \"$M/two.txt\" \"$M/two-final.txt\"")
+        #expect(fresh.status == 0, "\(fresh.err)")
+        #expect(m.wait { m.read(m.remote + "/fresh.txt") == Data("fresh\n".utf8) })
+        #expect(m.wait { m.read(m.remote + "/two-final.txt") == Data("two\n".utf8) })
+        try m.expectRemoteMatchesMount("after renames of new files")
+
+        // The same after a remount: nothing pending, nothing stale comes back as a placeholder.
+        m.close()
+        let again = try ProviderMount(reopening: m)
+        defer { again.close() }
+        try again.expectRemoteMatchesMount("after remount")
+        #expect(again.files(under: again.mountpoint)[target + ".tmp"] == nil)
+        #expect(try !again.pendingUpload(again.mountpoint + "/" + target))
+    }
+
+    @Test("non-replicated: vim-like save (.swp, rename to backup~, write new, fsync, remove backup and swap): the remote has the new file only")
+    func vimLikeSave() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let create = try m.sh("printf 'first version\\n' > \"$M/memo.txt\"")
+        #expect(create.status == 0)
+        #expect(m.wait { m.read(m.remote + "/memo.txt") == Data("first version\n".utf8) })
+        let existing = try #require(m.someRemoteFiles(1).first)
+        let save = try m.sh("""
+        python3 - "$M/memo.txt" "$M/\(existing)" <<'PY'
+        import os, sys
+        # Even rounds fsync like vim, odd ones only close (the upload then runs after the reply).
+        for round in range(8):
+            for path in sys.argv[1:]:
+                d, b = os.path.split(path)
+                swp = os.path.join(d, "." + b + ".swp")
+                with open(swp, "wb") as s:
+                    s.write(b"b0VIM swap" * 50)
+                    if round % 2 == 0:
+                        s.flush(); os.fsync(s.fileno())
+                    os.rename(path, path + "~")
+                    with open(path, "wb") as f:
+                        f.write(("edited %d\\n" % round).encode())
+                        if round % 2 == 0:
+                            f.flush(); os.fsync(f.fileno())
+                    os.unlink(path + "~")
+                os.unlink(swp)
+        PY
+        """)
+        #expect(save.status == 0, "\(save.err)")
+        for path in ["memo.txt", existing] {
+            #expect(m.wait { m.read(m.remote + "/" + path) == Data("edited 7\n".utf8) }, "\(path) on the remote")
+        }
+        try m.expectRemoteMatchesMount("after vim-like saves")
+        let stray = m.files(under: m.remote).keys.filter { $0.hasSuffix("~") || $0.hasSuffix(".swp") }
+        #expect(stray.isEmpty, "\(stray)")
+    }
+
+    @Test("non-replicated: mv over an existing file: the remote item of the source is moved (same remote inode, no re-upload), the replaced one is gone")
+    func moveOverExisting() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let picks = m.someRemoteFiles(3)
+        try #require(picks.count == 3)
+        let (source, target, placeholderSource) = (picks[0], picks[1], picks[2])
+        let sourceBytes = try #require(m.read(m.mountpoint + "/" + source))
+        let remoteInode = try #require(m.inode(m.remote + "/" + source))
+        #expect(try m.sh("mv \"$M/\(source)\" \"$M/\(target)\"").status == 0)
+        #expect(m.wait { m.inode(m.remote + "/" + target) == remoteInode }, "moved, not re-uploaded")
+        #expect(m.read(m.remote + "/" + target) == sourceBytes)
+        #expect(m.inode(m.remote + "/" + source) == nil)
+        try m.expectRemoteMatchesMount("after mv over")
+
+        // A placeholder moved over a file, and a new file moved over the result.
+        let placeholderBytes = try #require(m.read(m.remote + "/" + placeholderSource))
+        #expect(try m.sh("mv \"$M/\(placeholderSource)\" \"$M/\(target)\"").status == 0)
+        #expect(m.wait { m.read(m.remote + "/" + target) == placeholderBytes })
+        #expect(try m.sh("printf 'brand new\\n' > \"$M/new.bin\" && mv \"$M/new.bin\" \"$M/\(target)\"").status == 0)
+        #expect(m.wait { m.read(m.remote + "/" + target) == Data("brand new\n".utf8) })
+        try m.expectRemoteMatchesMount("after mv of a placeholder and of a new file over")
+    }
+
+    @Test("non-replicated: uploads that failed (remote unreachable) stay pending; provider sync pushes them, exits 75 while the remote is away; evict refuses a pending file with exit 73 'has a pending upload'")
+    func syncFlushesPendingUploads() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let existing = try #require(m.someRemoteFiles(1).first)
+        #expect(m.read(m.mountpoint + "/" + existing) != nil)
+        let away = m.remote + ".away"
+        #expect(rename(m.remote, away) == 0)
+        let write = try m.sh("printf 'offline\\n' > \"$M/offline.txt\" && printf 'more\\n' >> \"$M/\(existing)\" && printf 'saved offline\\n' > \"$M/offline.tmp\" && mv \"$M/offline.tmp\" \"$M/offline-saved.txt\"")
+        #expect(write.status == 0, "\(write.err)")
+        #expect(m.wait(5) { ((try? String(contentsOfFile: m.log, encoding: .utf8)) ?? "").contains("not uploaded") })
+        for path in ["offline.txt", existing, "offline-saved.txt"] {
+            #expect(try m.pendingUpload(m.mountpoint + "/" + path), "\(path) pending")
+        }
+
+        let evict = try m.mamfs(["provider", "evict", m.mountpoint + "/offline.txt"], check: false)
+        #expect(evict.status == 73, "\(evict.status) \(evict.err)")
+        #expect(evict.err.contains("has a pending upload"), "\(evict.err)")
+        let evictChanged = try m.mamfs(["provider", "evict", m.mountpoint + "/" + existing], check: false)
+        #expect(evictChanged.status == 73 && evictChanged.err.contains("has a pending upload"), "\(evictChanged.err)")
+
+        let unreachable = try m.mamfs(["provider", "sync", m.backing], check: false)
+        #expect(unreachable.status == 75, "\(unreachable.status) \(unreachable.out) \(unreachable.err)")
+
+        #expect(rename(away, m.remote) == 0)
+        let sync = try m.mamfs(["provider", "sync", m.backing], check: false)
+        #expect(sync.status == 0, "\(sync.err)")
+        #expect(!sync.out.contains("no changes"), "\(sync.out)")
+        #expect(m.read(m.remote + "/offline.txt") == Data("offline\n".utf8))
+        #expect(m.read(m.remote + "/offline-saved.txt") == Data("saved offline\n".utf8))
+        #expect(m.read(m.remote + "/" + existing) == m.read(m.mountpoint + "/" + existing))
+        for path in ["offline.txt", existing, "offline-saved.txt"] {
+            #expect(try !m.pendingUpload(m.mountpoint + "/" + path), "\(path) uploaded")
+        }
+        let clean = try m.mamfs(["provider", "sync", m.backing], check: false)
+        #expect(clean.status == 0 && clean.out.contains("no changes"), "\(clean.out) \(clean.err)")
+        try m.expectRemoteMatchesMount("after provider sync")
+        #expect(try m.mamfs(["provider", "evict", m.mountpoint + "/offline.txt"], check: false).status == 0)
+    }
+
+    @Test("non-replicated: a pending upload left by a mount is pushed by the next mount")
+    func remountFlushesPendingUploads() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let away = m.remote + ".away"
+        #expect(rename(m.remote, away) == 0)
+        #expect(try m.sh("printf 'later\\n' > \"$M/later.txt\"").status == 0)
+        #expect(m.wait(5) { ((try? String(contentsOfFile: m.log, encoding: .utf8)) ?? "").contains("not uploaded") })
+        m.close()
+        #expect(rename(away, m.remote) == 0)
+        let again = try ProviderMount(reopening: m)
+        defer { again.close() }
+        #expect(again.read(again.remote + "/later.txt") == Data("later\n".utf8))
+        #expect(try !again.pendingUpload(again.mountpoint + "/later.txt"))
+        try again.expectRemoteMatchesMount("after remount")
     }
 }

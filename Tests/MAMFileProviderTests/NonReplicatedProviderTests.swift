@@ -157,4 +157,63 @@ struct NonReplicatedProviderTests {
         #expect(f.leftoverTemporaryFiles(under: f.localRoot).isEmpty)
         f.expectRemotePlain()
     }
+
+    @Test("itemRenamed: a new file renamed over an item takes its identity and uploads as its next version; an uploaded file renamed over another is moved (no re-upload) and the replaced one deleted")
+    func renameOver() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("copyright", Array("old text".utf8))
+        try f.writeRemote("other.txt", Array("other".utf8))
+        try f.writeRemote("target.txt", Array("target".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+
+        // Editor save: copyright.tmp (never uploaded) renamed over the placeholder copyright.
+        try f.writeLocalProtected("copyright.tmp", Array("new text".utf8))
+        let replaced = LocalItemAttributes.read(path: f.localPath("copyright"))
+        #expect(rename(f.localPath("copyright.tmp"), f.localPath("copyright")) == 0)
+        try provider.itemRenamed(localPath: f.localPath("copyright"), replaced: replaced)
+        #expect(try f.read(f.remotePath("copyright")) == Array("new text".utf8))
+        #expect(!f.exists(f.remotePath("copyright.tmp")))
+        #expect(!NonReplicatedProvider.hasPendingChanges(localPath: f.localPath("copyright")))
+        #expect(LocalItemAttributes.read(path: f.localPath("copyright"))?.identifier == ItemIdentifier("copyright"))
+
+        // mv other.txt target.txt: a remote move of other.txt, target.txt's item deleted.
+        try provider.startProvidingItem(localPath: f.localPath("other.txt"))
+        let remoteInode = f.inode(f.remotePath("other.txt"))
+        let target = LocalItemAttributes.read(path: f.localPath("target.txt"))
+        #expect(rename(f.localPath("other.txt"), f.localPath("target.txt")) == 0)
+        try provider.itemRenamed(localPath: f.localPath("target.txt"), replaced: target)
+        #expect(f.inode(f.remotePath("target.txt")) == remoteInode)
+        #expect(try f.read(f.remotePath("target.txt")) == Array("other".utf8))
+        #expect(f.files(under: f.remoteRoot).sorted() == ["copyright", "target.txt"])
+        f.expectRemotePlain()
+    }
+
+    @Test("itemRenamed over an item while the remote is unreachable: the replaced remote item is kept, the file stays pending; provider sync uploads it; evict refuses it with exit 73")
+    func renameOverUnreachable() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("memo.txt", Array("v1".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        try f.writeLocalProtected("memo.tmp", Array("v2".utf8))
+        let replaced = LocalItemAttributes.read(path: f.localPath("memo.txt"))
+        #expect(rename(f.localPath("memo.tmp"), f.localPath("memo.txt")) == 0)
+        #expect(rename(f.remoteRoot, f.remoteRoot + ".gone") == 0)
+        #expect(throws: MAMError.self) { try provider.itemRenamed(localPath: f.localPath("memo.txt"), replaced: replaced) }
+        #expect(rename(f.remoteRoot + ".gone", f.remoteRoot) == 0)
+        #expect(try f.read(f.remotePath("memo.txt")) == Array("v1".utf8), "the replaced item is kept")
+        #expect(NonReplicatedProvider.hasPendingChanges(localPath: f.localPath("memo.txt")))
+        #expect {
+            try ProviderCommands.evict(path: f.localPath("memo.txt"))
+        } throws: { error in
+            guard let error = error as? MAMError else { return false }
+            return error.exitCode == 73 && error.description.contains("has a pending upload")
+        }
+        let report = provider.uploadPendingChanges()
+        #expect(report.isClean && report.modified == 1, "\(report)")
+        #expect(try f.read(f.remotePath("memo.txt")) == Array("v2".utf8))
+        #expect(f.files(under: f.remoteRoot) == ["memo.txt"])
+        #expect(!NonReplicatedProvider.hasPendingChanges(localPath: f.localPath("memo.txt")))
+        f.expectRemotePlain()
+    }
 }
