@@ -9,17 +9,7 @@ APT_PACKAGES := libfuse3-dev fuse3 libssl-dev libsqlite3-dev sqlite3 attr rsync 
 
 # Installs only what is missing; runs apt-get update only when something is.
 deps:
-	@missing=""; \
-	for package in $(APT_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || \
-	    missing="$$missing $$package"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
-	  echo "make deps: installing$$missing"; \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	@Tools/install-missing-packages.sh "make deps" $(APT_PACKAGES)
 	@python3 -c 'import cryptography' 2>/dev/null || \
 	  python3 -m pip install -q cryptography || \
 	  python3 -m pip install -q --break-system-packages cryptography
@@ -49,17 +39,7 @@ BENCH_PACKAGES := gocryptfs securefs bindfs fio
 BENCH_FLAGS ?=
 .PHONY: bench
 bench: deps
-	@missing=""; \
-	for package in $(BENCH_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || \
-	    missing="$$missing $$package"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
-	  echo "make bench: installing$$missing"; \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	@Tools/install-missing-packages.sh "make bench" $(BENCH_PACKAGES)
 	@python3 -c 'import matplotlib' 2>/dev/null || \
 	  python3 -m pip install -q matplotlib || \
 	  python3 -m pip install -q --break-system-packages matplotlib
