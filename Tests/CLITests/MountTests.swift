@@ -16,14 +16,20 @@ struct MountTests {
                             environment: ProcessInfo.processInfo.environment)
     }
 
-    @Test("mount shows plaintext, stores ciphertext, and unmount ends it", .enabled(if: fuseUsable))
-    func mountRoundTrip() throws {
+    /// A state with the demo account enrolled and empty backing and mountpoint directories.
+    static func mountSandbox() throws -> (Sandbox, backing: String, mountpoint: String) {
         let sandbox = try Sandbox()
         try sandbox.initAndEnroll()
         let backing = sandbox.path("backing")
         let mountpoint = sandbox.path("mnt")
         try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        return (sandbox, backing, mountpoint)
+    }
+
+    @Test("mount shows plaintext, stores ciphertext, and unmount ends it", .enabled(if: fuseUsable))
+    func mountRoundTrip() throws {
+        let (sandbox, backing, mountpoint) = try Self.mountSandbox()
         defer { Self.forceUnmount(mountpoint) }
 
         let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn])
@@ -49,12 +55,7 @@ struct MountTests {
     @Test("file verbs on a path inside a mount act on the backing file (regression: protect wrote a header into the plaintext)",
           .enabled(if: fuseUsable))
     func fileVerbsOnMountPaths() throws {
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let backing = sandbox.path("backing")
-        let mountpoint = sandbox.path("mnt")
-        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let (sandbox, backing, mountpoint) = try Self.mountSandbox()
         defer { Self.forceUnmount(mountpoint) }
         let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn, "-o", "attr_timeout=0,entry_timeout=0"])
         #expect(mount.status == 0, "\(mount.err)")

@@ -96,15 +96,7 @@ final class ProviderMount: @unchecked Sendable {
         return mountinfo.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == mountpoint }
     }
 
-    private var daemonPIDs: [pid_t] {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
-        return entries.compactMap { entry -> pid_t? in
-            guard let pid = pid_t(entry), pid != getpid(),
-                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
-            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            return args.contains("mount") && args.contains(mountpoint) ? pid : nil
-        }
-    }
+    private var daemonPIDs: [pid_t] { mamfsDaemonPIDs(serving: mountpoint) }
 
     /// Unmounts (fusermount3 -u, then -uz) and waits for the daemon to exit (it stops its
     /// sync thread first). Idempotent.

@@ -212,15 +212,7 @@ final class MountedFixture: @unchecked Sendable {
     }
 
     /// PIDs of daemons serving this mountpoint.
-    private var daemonPIDs: [pid_t] {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
-        return entries.compactMap { entry -> pid_t? in
-            guard let pid = pid_t(entry), pid != getpid(),
-                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
-            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            return args.contains("mount") && args.contains(mountpoint) ? pid : nil
-        }
-    }
+    private var daemonPIDs: [pid_t] { mamfsDaemonPIDs(serving: mountpoint) }
 
     /// Unmounts (fusermount3 -u, then -uz) and makes sure the daemon is gone. Idempotent.
     func close() {
@@ -277,4 +269,15 @@ func withMount<R>(_ kind: MountedFixture.Kind, options: [String] = [], _ body: (
     let fixture = try MountedFixture(kind, options: options)
     defer { fixture.close() }
     return try body(fixture)
+}
+
+/// PIDs of `mamfs mount` daemons (other than this process) serving `mountpoint`.
+func mamfsDaemonPIDs(serving mountpoint: String) -> [pid_t] {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+    return entries.compactMap { entry -> pid_t? in
+        guard let pid = pid_t(entry), pid != getpid(),
+              let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+        let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return args.contains("mount") && args.contains(mountpoint) ? pid : nil
+    }
 }
