@@ -11,6 +11,10 @@ public struct MountFailure: Error, CustomStringConvertible, Sendable {
 
 /// `mamfs mount` and `mamfs unmount`.
 public enum MountCommand {
+    /// Upper bound of the session's worker threads (libfuse's max_threads); each keeps one
+    /// receive buffer of max_write + 4 KiB for its lifetime.
+    static let workerThreads = 16
+
     /// Mounts `options.backingDirectory` on `options.mountpoint` (libfuse3 lowlevel API,
     /// multithreaded loop). Without `foreground` it closes `context`'s state connection, forks
     /// a daemon before any thread or FUSE session exists and returns 0 once the mount is in place; with `foreground` it returns
@@ -296,8 +300,13 @@ public enum MountCommand {
             defer { fs.provider?.stop() }
             let config = fuse_loop_cfg_create()
             defer { fuse_loop_cfg_destroy(config) }
-            fuse_loop_cfg_set_idle_threads(config, 10)
-            fuse_loop_cfg_set_max_threads(config, 64)
+            // Workers are never destroyed (UInt32.max is libfuse's -1, "no idle limit"): with an idle
+            // limit libfuse ends and re-creates a thread around every burst of requests, and each
+            // new thread mallocs a fresh max_write-sized receive buffer in its own arena; the
+            // freed buffers fragmented the heap (RSS grew 3-7 MiB per write/read/rm cycle,
+            // docs/PERFORMANCE.md). The pool is capped instead: at most `workerThreads` buffers.
+            fuse_loop_cfg_set_idle_threads(config, UInt32.max)
+            fuse_loop_cfg_set_max_threads(config, UInt32(MountCommand.workerThreads))
             let rc = fuse_session_loop_mt(session, config)
             return rc < 0 ? 1 : 0
         }

@@ -91,4 +91,33 @@ struct DaemonRobustnessTests {
             #expect(r.out == "600\n600\n")
         }
     }
+
+    @Test("Worker threads are kept, not ended and re-created, and stay within the cap across bursts of parallel requests",
+          .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/task"))
+    func workerThreadsPersistWithinTheCap() throws {
+        try withMount(.managed) { m in
+            let pid = try #require(m.daemonPID)
+            func threads() -> Set<String> {
+                Set((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [])
+            }
+            // Each burst: 8 writers and 8 readers at once, then removal (the cycle that made the
+            // old configuration end and re-create workers, fragmenting the heap).
+            let burst = """
+            for i in 1 2 3 4 5 6 7 8; do dd if=/dev/urandom of=f$i bs=64k count=64 conv=fsync status=none & done; wait; \
+            for i in 1 2 3 4 5 6 7 8; do cat f$i > /dev/null & done; wait; rm -f f1 f2 f3 f4 f5 f6 f7 f8
+            """
+            #expect(try m.sh(burst).status == 0)
+            let first = threads()
+            #expect(!first.isEmpty)
+            var seen = first
+            for _ in 0..<4 {
+                #expect(try m.sh(burst).status == 0)
+                let now = threads()
+                #expect(seen.isSubset(of: now), "threads ended: \(seen.subtracting(now).sorted())")
+                seen.formUnion(now)
+            }
+            // Worker cap plus the main thread, the signal/refresh helpers and Dispatch's.
+            #expect(seen.count <= MountCommand.workerThreads + 6, "\(seen.count) threads over the run")
+        }
+    }
 }

@@ -5,6 +5,7 @@
 # descriptors. A daemon that does not grow prints the same figures after the first iteration.
 #
 # usage: Tools/bench/rss-growth.sh PATH/TO/mamfs [ITERATIONS=6] [randread|randwrite]   (root)
+# MAMFS_WRAPPER="heaptrack -o /tmp/h" runs the daemon under a profiler (heaptrack_print /tmp/h.zst).
 set -euo pipefail
 MAMFS="$(readlink -f "$1")"; ITERATIONS="${2:-6}"; RW="${3:-randread}"
 WORK="$(mktemp -d /var/tmp/mamfs-rss-XXXXXX)"
@@ -19,7 +20,7 @@ trap cleanup EXIT
 "$MAMFS" init --state "$WORK/state" >/dev/null
 "$MAMFS" enroll 8c7f3e1a-0000-4000-8000-000000000001 --upn bench@contoso.com \
     --policy "$(dirname "$0")/../demo/policy-encrypt.json" --state "$WORK/state" >/dev/null
-taskset -c 0 "$MAMFS" mount "$WORK/backing" "$WORK/mnt" -f --account bench@contoso.com --state "$WORK/state" \
+taskset -c 0 ${MAMFS_WRAPPER:-} "$MAMFS" mount "$WORK/backing" "$WORK/mnt" -f --account bench@contoso.com --state "$WORK/state" \
     > "$WORK/daemon.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do mountpoint -q "$WORK/mnt" && break; sleep 0.1; done
