@@ -11,6 +11,11 @@ struct BackingKey: Hashable, Sendable {
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
     }
+
+    init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
 }
 
 /// One backing object known to the kernel (a FUSE nodeid). Hard links share one entry, so
@@ -51,6 +56,19 @@ final class Inode: @unchecked Sendable {
     deinit {
         if _fd >= 0 { close(_fd) }
         for fd in retiredFDs { close(fd) }
+        if let (pending, directory) = evictionMark { pending.remove(directory: directory) }
+    }
+
+    /// Set when the last link went away while no handle was open: the close in deinit frees
+    /// the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
+    private var evictionMark: (PendingEvictions, BackingKey)?
+
+    func markAwaitingEviction(_ pending: PendingEvictions, directory: BackingKey) {
+        mutex.withLock {
+            guard evictionMark == nil, _openCount == 0 else { return }
+            evictionMark = (pending, directory)
+            pending.add(directory: directory)
+        }
     }
 
     var isRegular: Bool { fileType == S_IFREG }
@@ -88,6 +106,9 @@ final class Inode: @unchecked Sendable {
     }
 
     var openCount: Int { mutex.withLock { _openCount } }
+
+    /// True once a header (or its absence) was read and not invalidated since.
+    var hasCachedHeader: Bool { mutex.withLock { headerKnown } }
     func adjustOpenCount(_ delta: Int) { mutex.withLock { _openCount += delta } }
 
     /// The cached header when it can be trusted: while a handle is open (every change then
@@ -152,6 +173,8 @@ final class InodeTable: @unchecked Sendable {
     private var byKey: [BackingKey: Inode] = [:]
     private var nextNodeid: UInt64 = 2
     let root: Inode
+    /// Unlinked files whose backing inode is freed when their entry goes (see PendingEvictions).
+    let pendingEvictions = PendingEvictions()
 
     init(rootFD: Int32, rootStat: stat) {
         root = Inode(nodeid: UInt64(mamfs_FUSE_ROOT_ID), key: BackingKey(rootStat), fd: rootFD, fileType: rootStat.st_mode & S_IFMT)
@@ -188,15 +211,21 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// Drops `count` kernel references; the entry goes away at zero (never the root).
+    ///
+    /// The entry is released after the table lock is dropped: its deinit closes the O_PATH
+    /// descriptor, and for a file that was unlinked that close is where the backing filesystem
+    /// frees the inode and its blocks (hundreds of microseconds on ext4 with discard), which
+    /// must not hold up every lookup and create waiting for the table.
     func forget(_ nodeid: UInt64, count: UInt64) {
-        mutex.withLock {
-            guard nodeid != root.nodeid, let inode = byNode[nodeid] else { return }
+        let removed: Inode? = mutex.withLock {
+            guard nodeid != root.nodeid, let inode = byNode[nodeid] else { return nil }
             inode.lookupCount = inode.lookupCount > count ? inode.lookupCount - count : 0
-            if inode.lookupCount == 0 {
-                byNode[nodeid] = nil
-                if byKey[inode.key] === inode { byKey[inode.key] = nil }
-            }
+            guard inode.lookupCount == 0 else { return nil }
+            byNode[nodeid] = nil
+            if byKey[inode.key] === inode { byKey[inode.key] = nil }
+            return inode
         }
+        withExtendedLifetime(removed) {}
     }
 
     /// Moves `inode` to a new backing object; false when another entry already has that key.

@@ -68,6 +68,8 @@ final class OpenDirectory: @unchecked Sendable {
     let inode: Inode
     let mutex = Mutex()
     var entries: [DirectoryEntry] = []
+    /// Entries before this index had their headers prefetched (readdirplus).
+    var prefetchedUpTo = 0
 
     init(inode: Inode) { self.inode = inode }
 

@@ -5,8 +5,9 @@ import MAMProtection
 
 /// The request handlers. Each answers its request exactly once.
 extension OverlayFilesystem {
-    private func fail(_ req: fuse_req_t?, _ error: Error, _ inode: Inode? = nil, path: String? = nil) {
-        fuse_reply_err(req, errnoCode(error, inode, path: path))
+    /// `path` is only evaluated when the error is logged (a readlink per failed lookup otherwise).
+    private func fail(_ req: fuse_req_t?, _ error: Error, _ inode: Inode? = nil, path: @autoclosure () -> String? = nil) {
+        fuse_reply_err(req, errnoCode(error, inode, path: path()))
     }
 
     private func node(_ ino: fuse_ino_t) throws -> Inode {
@@ -198,8 +199,7 @@ extension OverlayFilesystem {
             try checkVisibleName(dir, name)
             if (mode & S_IFMT) == S_IFREG {
                 // Regular files made by mknod are tagged like created ones.
-                let fd = try createTagged(req, dir: dir, name: name, mode: mode)
-                close(fd)
+                close(try createTagged(req, dir: dir, name: name, mode: mode).fd)
             } else {
                 guard mknodat(dir.fd, name, mode, rdev) == 0 else { throw FilesystemError.current() }
                 chownToCaller(req, dirFD: dir.fd, name: name)
@@ -251,7 +251,9 @@ extension OverlayFilesystem {
             let dir = try node(parent)
             try checkVisibleName(dir, name, missing: true)
             guard let provider else {
+                let victim = prepareUnlink(dir, name, directory: directory)
                 guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+                victim?.markAwaitingEviction(table.pendingEvictions, directory: dir.key)
                 fuse_reply_err(req, 0)
                 return
             }
@@ -264,7 +266,9 @@ extension OverlayFilesystem {
                 var st = stat()
                 let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
                 let item = lastLink ? provider.itemBeforeRemoval(path: path) : nil
+                let victim = prepareUnlink(dir, name, directory: directory)
                 guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+                victim?.markAwaitingEviction(table.pendingEvictions, directory: dir.key)
                 return (lastLink, item)
             }
             fuse_reply_err(req, 0)
@@ -276,6 +280,20 @@ extension OverlayFilesystem {
                 }
             }
         } catch { fail(req, error) }
+    }
+
+    /// Before unlink/rmdir of `name` in `dir`: for rmdir, waits (briefly) until files unlinked
+    /// from that directory have been freed by their entries' closes; for unlink, returns the
+    /// entry of a file whose last link this is, to be marked once the unlink succeeded.
+    private func prepareUnlink(_ dir: Inode, _ name: UnsafePointer<CChar>, directory: Bool) -> Inode? {
+        var st = stat()
+        guard fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        if directory {
+            table.pendingEvictions.wait(directory: BackingKey(st), milliseconds: 100)
+            return nil
+        }
+        guard st.st_nlink <= 1 else { return nil }
+        return table.existing(BackingKey(st))
     }
 
     func rename(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>, _ flags: UInt32) {
@@ -379,10 +397,19 @@ extension OverlayFilesystem {
             return
         }
         do {
-            let entries = try dir.mutex.withLock { () throws -> [DirectoryEntry] in
-                if offset == 0 { dir.entries = try listing(dir.inode) }
-                return dir.entries
+            let (entries, prefetch) = try dir.mutex.withLock { () throws -> ([DirectoryEntry], Range<Int>) in
+                if offset == 0 {
+                    dir.entries = try listing(dir.inode)
+                    dir.prefetchedUpTo = 0
+                }
+                guard plus else { return (dir.entries, 0..<0) }
+                // The entries of this reply and the next (about 24 fit in a 4 KiB reply).
+                let start = max(dir.prefetchedUpTo, offset)
+                let end = min(dir.entries.count, max(offset, 0) + 2 * OverlayFilesystem.headerPrefetchWindow)
+                if start < end { dir.prefetchedUpTo = end }
+                return (dir.entries, start..<max(start, end))
             }
+            if !prefetch.isEmpty { prefetchHeaders(dir.inode, entries[prefetch]) }
             let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
             defer { buffer.deallocate() }
             var used = 0
@@ -439,6 +466,21 @@ extension OverlayFilesystem {
         } catch { fail(req, error) }
     }
 
+    /// Starts reading the headers of the regular files among `entries` (one page each,
+    /// POSIX_FADV_WILLNEED: asynchronous), so the lookups of a readdirplus reply find them in
+    /// the page cache instead of waiting for one disk read after another. Files whose entry
+    /// already holds a header are skipped.
+    private func prefetchHeaders(_ dir: Inode, _ entries: ArraySlice<DirectoryEntry>) {
+        let device = dir.key.device
+        for entry in entries where entry.type == UInt8(DT_REG) {
+            if let known = table.existing(BackingKey(device: device, inode: entry.ino)), known.hasCachedHeader { continue }
+            let fd = openat(dir.fd, entry.name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            _ = posix_fadvise(fd, 0, off_t(ProtectedFileHeader.maximumLength), POSIX_FADV_WILLNEED)
+            close(fd)
+        }
+    }
+
     func releasedir(_ req: fuse_req_t?, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         _ = OpenDirectory.release(fi.pointee.fh)
         fuse_reply_err(req, 0)
@@ -468,15 +510,19 @@ extension OverlayFilesystem {
 
     /// Creates `name` exclusively and writes its header (owner inherited from the nearest tagged
     /// directory, else the mount's account). Returns the O_RDWR backing descriptor.
-    private func createTagged(_ req: fuse_req_t?, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws -> Int32 {
+    /// Creates `name` in `dir` with the inherited owner's header written; returns the read-write
+    /// descriptor with the header and file key it was written with.
+    private func createTagged(_ req: fuse_req_t?, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws
+        -> (fd: Int32, header: ProtectedFileHeader?, key: SymmetricKey?) {
         let fd = openat(dir.fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode & 0o7777)
         guard fd >= 0 else { throw FilesystemError.current() }
         do {
             chownToCaller(req, dirFD: dir.fd, name: name)
-            let owner = inheritedOwner(directory: try backingPath(dir))
+            let owner = inheritedOwner(of: dir)
             let (header, key) = try context.newFileHeader(owner: owner)
-            if let header { try ProtectedFileContent(fd: fd, header: header, fileKey: key).writeHeaderIfMissing() }
-            return fd
+            // A just-created file: on a failed (short) header write it is removed below.
+            if let header { try ProtectedFileContent(fd: fd, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
+            return (fd, header, key)
         } catch {
             close(fd)
             unlinkat(dir.fd, name, 0)
@@ -491,8 +537,10 @@ extension OverlayFilesystem {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
             let fd: Int32
+            let header: ProtectedFileHeader?
+            let key: SymmetricKey?
             do {
-                fd = try createTagged(req, dir: dir, name: name, mode: mode)
+                (fd, header, key) = try createTagged(req, dir: dir, name: name, mode: mode)
             } catch let error as FilesystemError where error.code == EEXIST && fi.pointee.flags & O_EXCL == 0 {
                 // The kernel thought the name was free, but it exists: open it instead.
                 let (inode, _) = try lookupEntry(parent: dir, name: name)
@@ -510,13 +558,10 @@ extension OverlayFilesystem {
                 guard pathFD >= 0 else { throw FilesystemError.current() }
                 let inode = table.acquire(st, fd: pathFD)
                 registered = inode
-                let header = try ProtectedFileHeader.read(fd: fd)
-                let key = try header.flatMap { try context.fileKey(for: $0) }
+                // The header and key just written (no read back, no second unwrap).
                 let generation = self.generation
                 inode.content.writing {
-                    var now = stat()
-                    fstat(fd, &now)
-                    inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
+                    inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
                     inode.adjustOpenCount(1)
                 }
                 handle = OpenFile(inode: inode, fd: fd, append: fi.pointee.flags & O_APPEND != 0, writable: true)
@@ -600,7 +645,7 @@ extension OverlayFilesystem {
                 var key = try fileKey(inode, header: header)
                 if truncating {
                     if header == nil {
-                        let owner = inheritedOwner(directory: parentPath(try backingPath(inode)))
+                        let owner = inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
                         let (newHeader, newKey) = try context.newFileHeader(owner: owner)
                         guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
                         if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }

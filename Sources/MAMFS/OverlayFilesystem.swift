@@ -32,6 +32,10 @@ final class OverlayFilesystem: @unchecked Sendable {
     private var wipedOwners: Set<String> = []
     private let daemonUID = geteuid()
 
+    /// Entries per readdirplus reply whose headers are prefetched ahead (a 4 KiB reply holds
+    /// about 24 entries with attributes).
+    static let headerPrefetchWindow = 32
+
     /// Buffers for read replies, reused across requests.
     let buffers = BufferPool(capacity: 1 << 20)
 
@@ -150,17 +154,44 @@ final class OverlayFilesystem: @unchecked Sendable {
 
     /// The owner a new file in `directory` gets: the tag of the nearest tagged backing
     /// directory up to the backing root, else the mount's account.
-    func inheritedOwner(directory: String) -> String {
-        var path = directory
-        while path.hasPrefix(rootPath) {
-            let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if fd >= 0 {
-                let owner = context.directoryOwner(backingDirectoryFD: fd)
-                close(fd)
-                if let owner { return owner }
+    ///
+    /// Walks by descriptors (the directory's own O_PATH descriptor, then "..") rather than by
+    /// path: no readlink and no path walk per level, on the create path of every file.
+    func inheritedOwner(of directory: Inode) -> String {
+        inheritedOwner(directoryFD: directory.fd)
+    }
+
+    /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent).
+    func inheritedOwner(directoryPath: String) -> String {
+        let fd = Glibc.open(directoryPath, mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return options.account }
+        defer { close(fd) }
+        return inheritedOwner(directoryFD: fd)
+    }
+
+    /// The walk itself, from a descriptor of the starting directory (not closed here).
+    private func inheritedOwner(directoryFD: Int32) -> String {
+        let rootKey = table.root.key
+        var current = directoryFD
+        var st = stat()
+        guard fstat(current, &st) == 0 else { return options.account }
+        while true {
+            if let owner = DirectoryOwner.read(path: "/proc/self/fd/\(current)") {
+                if current != directoryFD { close(current) }
+                return owner
             }
-            if path == rootPath || path == "/" { break }
-            path = parentPath(path)
+            // The backing root ends the walk; so does the filesystem root (a directory moved
+            // out of the backing tree behind the mount's back).
+            var parentStat = stat()
+            let parent = BackingKey(st) == rootKey ? -1 : openat(current, "..", mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
+            if current != directoryFD { close(current) }
+            guard parent >= 0 else { break }
+            guard fstat(parent, &parentStat) == 0, BackingKey(parentStat) != BackingKey(st) else {
+                close(parent)
+                break
+            }
+            current = parent
+            st = parentStat
         }
         return options.account
     }
@@ -269,12 +300,12 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// errno for a thrown error; authentication failures are logged with the path (never keys).
     /// The errno for `error`, logging corrupt data and unavailable keys with the backing path
     /// (from `inode`, or `path` when the entry is not in the table yet, as in lookup).
-    func errnoCode(_ error: Error, _ inode: Inode?, path: String? = nil) -> Int32 {
+    func errnoCode(_ error: Error, _ inode: Inode?, path: @autoclosure () -> String? = nil) -> Int32 {
         if let error = error as? FilesystemError { return error.code }
         if let error = error as? MAMError {
             switch error {
             case .authenticationFailed, .keyUnavailable:
-                let where_ = path ?? inode.flatMap { try? backingPath($0) } ?? "(unknown path)"
+                let where_ = path() ?? inode.flatMap { try? backingPath($0) } ?? "(unknown path)"
                 log("\(where_): \(error)")
             default:
                 break

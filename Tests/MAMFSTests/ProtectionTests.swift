@@ -43,6 +43,25 @@ struct ProtectionTests {
         }
     }
 
+    @Test("New files take the nearest tagged ancestor's owner, also when the tag was set on the backing directory")
+    func nearestTaggedAncestorOwnsNewFiles() throws {
+        try withMount(.managed) { m in
+            let r = try m.sh("""
+            mkdir -p a/b/c && setfattr -n user.mam.owner -v '' a && echo x > a/b/c/deep && echo y > top && \
+            setfattr -n user.mam.owner -v "$ACCT" "$B/a/b" && echo z > a/b/c/deeper && \
+            printf 'plain\\n' > "$B/a/b/c/untagged" && echo t > a/b/c/untagged && \
+            cat a/b/c/deep top a/b/c/deeper a/b/c/untagged
+            """)
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out == "x\ny\nz\nt\n")
+            #expect(try m.backingHeader("a/b/c/deep").map { $0.owner.isEmpty && !$0.isEncrypted } == true)
+            for name in ["top", "a/b/c/deeper", "a/b/c/untagged"] {
+                let header = try m.backingHeader(name)
+                #expect(header?.owner == MountedFixture.account && header?.isEncrypted == true, "\(name)")
+            }
+        }
+    }
+
     @Test("Untagged backing files pass through unchanged until truncated")
     func untaggedPassThrough() throws {
         try withMount(.managed) { m in

@@ -44,12 +44,12 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
 
     /// Canonical form used for storage and comparison: lowercased, surrounding whitespace removed.
     public static func canonical(_ name: String) -> String {
-        name.trimmingCharacters(in: .whitespaces).lowercased()
+        name.trimmingWhitespace().lowercased()
     }
 
     /// True when `name` is a GUID in 8-4-4-4-12 hexadecimal form (any case).
     public static func isAccountId(_ name: String) -> Bool {
-        let parts = name.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
+        let parts = name.trimmingWhitespace().split(separator: "-", omittingEmptySubsequences: false)
         let lengths = [8, 4, 4, 4, 12]
         guard parts.count == lengths.count else { return false }
         for (part, length) in zip(parts, lengths) {
@@ -60,7 +60,7 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
 
     /// True when `name` looks like a UPN: `local@domain` with non-empty parts and no spaces.
     public static func isUPN(_ name: String) -> Bool {
-        let trimmed = name.trimmingCharacters(in: .whitespaces)
+        let trimmed = name.trimmingWhitespace()
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
         return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && !trimmed.contains(" ")
     }

@@ -65,11 +65,14 @@ public final class ProtectedFileContent: @unchecked Sendable {
     }
 
     /// Writes the header at offset 0 when the backing file does not hold it yet.
-    public func writeHeaderIfMissing() throws {
+    ///
+    /// - Parameter reserve: reserve the space first (fallocate), so a full disk leaves no
+    ///   partial header; false for a file just created, which the caller removes on failure.
+    public func writeHeaderIfMissing(reserve: Bool = true) throws {
         guard let header else { return }
         if try FileIO.size(fd) >= Int64(header.length) { return }
         let bytes = header.encoded()
-        try FileIO.reserve(fd, offset: 0, length: Int64(bytes.count))
+        if reserve { try FileIO.reserve(fd, offset: 0, length: Int64(bytes.count)) }
         try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
     }
 

@@ -29,7 +29,7 @@ public enum OpenLocation: String, CaseIterable, Sendable, Codable {
     /// Parses a location name case-insensitively ("localstorage" -> `.localStorage`).
     /// Surrounding whitespace is ignored. Returns nil for an unknown name.
     public init?(parsing name: String) {
-        let wanted = name.trimmingCharacters(in: .whitespaces).lowercased()
+        let wanted = name.trimmingWhitespace().lowercased()
         guard let match = OpenLocation.allCases.first(where: { $0.rawValue.lowercased() == wanted }) else {
             return nil
         }

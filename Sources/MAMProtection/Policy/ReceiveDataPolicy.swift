@@ -14,7 +14,7 @@ public enum ReceiveDataPolicy: String, CaseIterable, Sendable, Codable {
     /// Parses a value case-insensitively ("managedonly" -> `.managedOnly`).
     /// Surrounding whitespace is ignored. Returns nil for an unknown value.
     public init?(parsing name: String) {
-        let wanted = name.trimmingCharacters(in: .whitespaces).lowercased()
+        let wanted = name.trimmingWhitespace().lowercased()
         guard let match = ReceiveDataPolicy.allCases.first(where: { $0.rawValue.lowercased() == wanted }) else {
             return nil
         }

@@ -31,7 +31,7 @@ public enum SaveLocation: String, CaseIterable, Sendable, Codable {
     /// Parses a location name case-insensitively ("onedriveforbusiness" -> `.oneDriveForBusiness`).
     /// Surrounding whitespace is ignored. Returns nil for an unknown name.
     public init?(parsing name: String) {
-        let wanted = name.trimmingCharacters(in: .whitespaces).lowercased()
+        let wanted = name.trimmingWhitespace().lowercased()
         guard let match = SaveLocation.allCases.first(where: { $0.rawValue.lowercased() == wanted }) else {
             return nil
         }
