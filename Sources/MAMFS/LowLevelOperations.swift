@@ -75,6 +75,7 @@ enum LowLevelOperations {
             guard let fi else { fuse_reply_err(req, EBADF); return }
             filesystem(req).write(req, buf, size, Int(offset), fi)
         }
+        ops.access = { req, ino, mask in filesystem(req).access(req, ino, mask) }
         ops.flush = { req, _, _ in filesystem(req).flush(req) }
         ops.release = { req, _, fi in
             guard let fi else { fuse_reply_err(req, 0); return }

@@ -174,7 +174,15 @@ public enum MountCommand {
         }
         // Selective wipe removes the account's files under every backing directory it knows.
         try context.state.addKnownRoot(root, kind: .backing, accountId: options.account.isEmpty ? nil : options.account)
-        if !fuse.contains("default_permissions") { fuse.append("default_permissions") }
+        // The kernel checks permissions itself (default_permissions) when other users can reach
+        // the mount (allow_other, allow_root): the daemon then acts for callers with other
+        // credentials. Without those options only the mounting user's processes get in, and the
+        // daemon runs with that user's credentials, so the backing filesystem makes the same
+        // checks; leaving default_permissions out then saves a GETATTR of the directory on every
+        // create and unlink (the kernel drops a directory's attributes whenever it changes).
+        // access(2) and chdir are answered by `OverlayFilesystem.access`.
+        let othersCanEnter = fuse.contains("allow_other") || fuse.contains("allow_root")
+        if othersCanEnter && !fuse.contains("default_permissions") { fuse.append("default_permissions") }
         fuse.append("fsname=" + String(root.flatMap { $0 == "," ? ["\\", ","] : [$0] }))
         fuse.append("subtype=mamfs")
         return Plan(rootPath: root, mountpoint: mountpoint, fuseOptions: fuse)
@@ -300,12 +308,12 @@ public enum MountCommand {
             defer { fs.provider?.stop() }
             let config = fuse_loop_cfg_create()
             defer { fuse_loop_cfg_destroy(config) }
-            // Workers are never destroyed (UInt32.max is libfuse's -1, "no idle limit"): with an idle
-            // limit libfuse ends and re-creates a thread around every burst of requests, and each
-            // new thread mallocs a fresh max_write-sized receive buffer in its own arena; the
-            // freed buffers fragmented the heap (RSS grew 3-7 MiB per write/read/rm cycle,
-            // docs/PERFORMANCE.md). The pool is capped instead: at most `workerThreads` buffers.
-            fuse_loop_cfg_set_idle_threads(config, UInt32.max)
+            // Workers are never destroyed: no idle limit is set (libfuse 3.12+ defaults to none;
+            // setting one made libfuse end and re-create a thread around every burst of requests,
+            // and each new thread malloced a fresh max_write-sized receive buffer in its own
+            // arena; the freed buffers fragmented the heap: RSS grew 3-7 MiB per write/read/rm
+            // cycle, docs/PERFORMANCE.md). The pool is capped instead: at most `workerThreads`
+            // buffers. DaemonRobustnessTests.workerThreadsPersistWithinTheCap holds this.
             fuse_loop_cfg_set_max_threads(config, UInt32(MountCommand.workerThreads))
             let rc = fuse_session_loop_mt(session, config)
             return rc < 0 ? 1 : 0

@@ -8,6 +8,8 @@ final class AccountKeyStore: @unchecked Sendable {
     private let masterKey: SymmetricKey
     private let lock = NSLock()
     private var cache: [String: SymmetricKey] = [:]
+    /// Newest key id per canonical accountId (asked on every file created through a mount).
+    private var currentKeyIds: [String: UInt32] = [:]
 
     init(state: StateStore, masterKey: SymmetricKey) {
         self.state = state
@@ -26,6 +28,7 @@ final class AccountKeyStore: @unchecked Sendable {
         var bytes = key.copyBytes()
         defer { for i in bytes.indices { bytes[i] = 0 } }
         let cipher = try AESGCM(key: masterKey)
+        defer { invalidate() }
         return try state.addAccountKey(accountId) { keyId in
             Data(try cipher.seal(bytes, aad: AccountKeyStore.wrapAAD(accountId: accountId, keyId: keyId)))
         }
@@ -55,10 +58,17 @@ final class AccountKeyStore: @unchecked Sendable {
     /// The account's newest key and its id, used for new files.
     /// - Throws: `.keyUnavailable` when the account has no key.
     func currentKey(accountId: String) throws -> (UInt32, SymmetricKey) {
-        guard let keyId = try state.latestAccountKeyId(accountId) else {
-            throw MAMError.keyUnavailable("account \(AccountIdentity.canonical(accountId)) has no key")
+        let id = AccountIdentity.canonical(accountId)
+        lock.lock()
+        let known = currentKeyIds[id]
+        lock.unlock()
+        if let known { return (known, try key(accountId: id, keyId: known)) }
+        guard let keyId = try state.latestAccountKeyId(id) else {
+            throw MAMError.keyUnavailable("account \(id) has no key")
         }
-        return (keyId, try key(accountId: accountId, keyId: keyId))
+        let key = try key(accountId: id, keyId: keyId)
+        lock.lock(); currentKeyIds[id] = keyId; lock.unlock()
+        return (keyId, key)
     }
 
     /// Destroys every key of the account (crypto-shredding).
@@ -71,6 +81,9 @@ final class AccountKeyStore: @unchecked Sendable {
 
     /// Drops the in-memory cache (after another process changed the state).
     func invalidate() {
-        lock.lock(); cache.removeAll(); lock.unlock()
+        lock.lock()
+        cache.removeAll()
+        currentKeyIds.removeAll()
+        lock.unlock()
     }
 }

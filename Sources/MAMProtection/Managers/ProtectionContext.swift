@@ -13,7 +13,8 @@ public final class ProtectionContext: @unchecked Sendable {
     let keys: AccountKeyStore
     private let lock = NSLock()
     private var accountsById: [String: AccountRecord] = [:]
-    private var policies: [String: Policy] = [:]
+    /// Built once per reload (asked on every file created through a mount).
+    private var evaluator = PolicyEvaluator(policies: [:])
     private var lastDataVersion: Int64 = -1
 
     private init(stateDirectory: StateDirectory, state: StateStore, masterKey: SymmetricKey) throws {
@@ -73,7 +74,7 @@ public final class ProtectionContext: @unchecked Sendable {
         }
         lock.lock()
         accountsById = byId
-        policies = table
+        evaluator = PolicyEvaluator(policies: table)
         lastDataVersion = version
         lock.unlock()
     }
@@ -137,9 +138,8 @@ public final class ProtectionContext: @unchecked Sendable {
     /// The policy decisions over the currently managed accounts.
     public var policyEvaluator: PolicyEvaluator {
         lock.lock()
-        let table = policies
-        lock.unlock()
-        return PolicyEvaluator(policies: table)
+        defer { lock.unlock() }
+        return evaluator
     }
 
     /// True when the owner's keys were destroyed by a selective wipe (its files are hidden by
