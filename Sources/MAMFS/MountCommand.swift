@@ -11,9 +11,10 @@ public struct MountFailure: Error, CustomStringConvertible, Sendable {
 
 /// `mamfs mount` and `mamfs unmount`.
 public enum MountCommand {
-    /// Upper bound of the session's worker threads (libfuse's max_threads); each keeps one
-    /// receive buffer of max_write + 4 KiB for its lifetime.
-    static let workerThreads = 16
+    /// Upper bound of the session's worker threads (libfuse's max_threads, its default); each
+    /// keeps one receive buffer of max_write + 4 KiB for its lifetime, and as many 1 MiB read
+    /// buffers can be in use at once, which bounds the daemon's memory (docs/PERFORMANCE.md).
+    static let workerThreads = 10
 
     /// Mounts `options.backingDirectory` on `options.mountpoint` (libfuse3 lowlevel API,
     /// multithreaded loop). Without `foreground` it closes `context`'s state connection, forks

@@ -50,7 +50,7 @@ func killAndReap(_ processes: [Process]) {
 /// Part 2: SIGKILL the mount daemon during heavy writes, force-unmount, remount, check.
 @Suite("Daemon crash during heavy writes")
 struct CrashTests {
-    @Test("kill -9 of the daemon: fsynced files exact, nothing fails authentication, headers whole, state db intact",
+    @Test("kill -9 of the daemon: fsynced files exact, only a block in flight can fail authentication, headers whole, state db intact",
           arguments: RobustMount.Kind.allCases)
     func killDuringWrites(kind: RobustMount.Kind) throws {
         let start = Date()
@@ -61,6 +61,7 @@ struct CrashTests {
         let writer = Robust.root + "/Tests/RobustnessTests/Scripts/crash_writer.py"
         var syncedChecked = 0, unsyncedIntact = 0, unsyncedTotal = 0, files = 0
         var failures: [String] = []
+        var tornInFlight: Set<String> = []
         for round in 0..<rounds {
             if !mount.mounted { try mount.mount() }
             let dir = mount.mountpoint + "/r\(round)"
@@ -85,7 +86,26 @@ struct CrashTests {
             try mount.mount()
             let contents = try readAll(mount.mountpoint)
             files = contents.count
+            // A file that was being written at the kill (a scratch file, or one not journaled yet:
+            // the writer notes a file after closing it) may hold one torn block: the pwrite or
+            // truncate in flight was cut by SIGKILL between pages. With encryption that block
+            // fails authentication (EIO, never other bytes), the rest of the file reads; a plain
+            // tagged file just holds the mixed bytes. Allowed once per such file, bounded by the
+            // largest write in flight (128 KiB = 32 blocks, plus the last block of a truncate).
+            let journaled = Set(journals.flatMap { readJournal($0).map { "r\(round)/" + $0.name } })
             for (rel, value) in contents where (value.first as? String) == "error" {
+                if tornInFlight.contains(rel) { continue }
+                if kind == .managed, rel.hasPrefix("r\(round)/"), !journaled.contains(rel), (value[1] as? String) == "EIO" {
+                    let check = try shell("python3 \(shellQuote(Robust.root + "/Tests/RobustnessTests/Scripts/torn_blocks.py")) \(shellQuote(mount.mountpoint + "/" + rel))", timeout: 60)
+                    let numbers = check.out.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                    if check.status == 0, numbers.count == 2, numbers[1] >= 1, numbers[1] <= 33 {
+                        tornInFlight.insert(rel)
+                        print("crash \(kind.rawValue) round \(round): \(rel) was being written at the kill: \(numbers[1]) of \(numbers[0]) blocks torn (EIO), the rest reads")
+                        continue
+                    }
+                    failures.append("round \(round): \(rel) (in flight at the kill) block check: \(check.out) \(check.err)")
+                    continue
+                }
                 failures.append("round \(round): reading \(rel) after the crash: \(value[1])")
             }
             for (index, journal) in journals.enumerated() {
@@ -103,7 +123,7 @@ struct CrashTests {
             }
         }
         mount.close()
-        print("crash \(kind.rawValue): \(rounds) rounds, \(syncedChecked) fsynced files checked, closed-but-unsynced files intact \(unsyncedIntact)/\(unsyncedTotal), \(files) files read, \(elapsed(start))")
+        print("crash \(kind.rawValue): \(rounds) rounds, \(syncedChecked) fsynced files checked, closed-but-unsynced files intact \(unsyncedIntact)/\(unsyncedTotal), \(files) files read, files with a block torn in flight \(tornInFlight.count), \(elapsed(start))")
         let report: String = failures.prefix(40).joined(separator: "\n")
         let logTail = String(mount.logText.suffix(3000))
         #expect(failures.isEmpty, "\(failures.count) faults:\n\(report)\n--- log ---\n\(logTail)")

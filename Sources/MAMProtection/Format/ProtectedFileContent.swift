@@ -248,7 +248,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let lastLength = Int(min(bs, newSize - lastTouched * bs))
         let rangeStart = dataOffset + firstBlock * Int64(BlockLayout.storedBlockSize)
         let rangeLength = (lastTouched - firstBlock) * Int64(BlockLayout.storedBlockSize) + Int64(lastLength + BlockLayout.overhead)
-        try FileIO.reserve(fd, offset: rangeStart, length: rangeLength)
+        // Only the part past the current end needs new space: blocks inside the file are
+        // rewritten where they are (an fallocate over them still cost a journal handle per
+        // 4 KiB random write).
+        let storedEnd = ProtectedFileContent.storedSize(plaintextSize: size, header: header)
+        let reserveFrom = max(rangeStart, storedEnd)
+        try FileIO.reserve(fd, offset: reserveFrom, length: rangeStart + rangeLength - reserveFrom)
 
         let cipher = try BlockCipher(key: fileKey, fileId: fileId)
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastTouched - firstBlock + 1)
