@@ -172,6 +172,13 @@ def write_report(results, data, path):
         f.write("\n".join(out))
 
 
+def bar_series(series):
+    """(names, medians, lower errors, upper errors) of the non-empty (name, values) pairs."""
+    series = [(name, values) for name, values in series if values]
+    return ([name for name, _ in series], [med(v) for _, v in series],
+            [med(v) - min(v) for _, v in series], [max(v) - med(v) for _, v in series])
+
+
 def write_chart(results, data, path):
     try:
         import matplotlib
@@ -194,15 +201,7 @@ def write_chart(results, data, path):
         label, unit, higher = METRICS[metric]
         for col, placement in enumerate(placements):
             ax = axes[row][col]
-            names, meds, lo, hi = [], [], [], []
-            for mnt in results["mounts"]:
-                v = data.get((placement, mnt, metric), [])
-                if not v:
-                    continue
-                names.append(mnt)
-                meds.append(med(v))
-                lo.append(med(v) - min(v))
-                hi.append(max(v) - med(v))
+            names, meds, lo, hi = bar_series([(mnt, data.get((placement, mnt, metric), [])) for mnt in results["mounts"]])
             ax.barh(names, meds, xerr=[lo, hi], color=[colors.get(n, "#333333") for n in names])
             ax.invert_yaxis()
             ax.set_title(f"{label} [{unit}, {'higher' if higher else 'lower'} is better] - {placement}", fontsize=8)
@@ -213,15 +212,7 @@ def write_chart(results, data, path):
                 ("mamfs encrypt (user CPU)", "cli_encrypt_user_MBps"), ("mamfs decrypt (user CPU)", "cli_decrypt_user_MBps"),
                 ("cp, no cipher (wall)", "copy_MBps"), ("openssl enc ctr (wall)", "openssl_ctr_MBps"),
                 ("openssl speed gcm 4 KiB", "openssl_gcm4k_MBps"), ("openssl speed gcm 16 KiB", "openssl_gcm16k_MBps")]
-        names, meds, lo, hi = [], [], [], []
-        for name, key in bars:
-            v = [c[key] for c in cli if key in c]
-            if not v:
-                continue
-            names.append(name)
-            meds.append(med(v))
-            lo.append(med(v) - min(v))
-            hi.append(max(v) - med(v))
+        names, meds, lo, hi = bar_series([(name, [c[key] for c in cli if key in c]) for name, key in bars])
         for col in range(len(placements)):
             ax = axes[rows - 1][col]
             if col > 0:
