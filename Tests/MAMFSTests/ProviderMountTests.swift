@@ -78,12 +78,7 @@ final class ProviderMount: @unchecked Sendable {
 
     @discardableResult
     func mamfs(_ arguments: [String], check: Bool = true) throws -> ShellResult {
-        let quoted = ([MamfsBinary.path] + arguments + ["--state", state]).map(shellQuote).joined(separator: " ")
-        let result = try shell(quoted)
-        if check && result.status != 0 {
-            throw FixtureError(description: "mamfs \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)")
-        }
-        return result
+        try runMamfs(arguments, state: state, check: check)
     }
 
     /// Runs a bash script with $M, $B, $R, $S, $MAMFS, $ACCT set.

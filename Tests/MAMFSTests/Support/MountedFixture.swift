@@ -133,12 +133,7 @@ final class MountedFixture: @unchecked Sendable {
     /// Runs the mamfs CLI on this fixture's state.
     @discardableResult
     func mamfs(_ arguments: [String], check: Bool = true) throws -> ShellResult {
-        let quoted = ([MamfsBinary.path] + arguments + ["--state", state]).map(shellQuote).joined(separator: " ")
-        let result = try shell(quoted)
-        if check && result.status != 0 {
-            throw FixtureError(description: "mamfs \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)")
-        }
-        return result
+        try runMamfs(arguments, state: state, check: check)
     }
 
     /// Runs a bash script with $M, $B, $P, $S, $MAMFS, $ACCT set, in the mountpoint.
@@ -280,4 +275,15 @@ func mamfsDaemonPIDs(serving mountpoint: String) -> [pid_t] {
         let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         return args.contains("mount") && args.contains(mountpoint) ? pid : nil
     }
+}
+
+/// Runs the mamfs CLI with `--state state`; with `check`, a non-zero exit throws.
+@discardableResult
+func runMamfs(_ arguments: [String], state: String, check: Bool = true) throws -> ShellResult {
+    let quoted = ([MamfsBinary.path] + arguments + ["--state", state]).map(shellQuote).joined(separator: " ")
+    let result = try shell(quoted)
+    if check && result.status != 0 {
+        throw FixtureError(description: "mamfs \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)")
+    }
+    return result
 }
