@@ -57,11 +57,13 @@ enum LowLevelOperations {
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
             guard let name, let newName else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).rename(req, parent, name, newParent, newName, flags)
+            let fs = filesystem(req)
+            fs.namespaceLock.reading { fs.rename(req, parent, name, newParent, newName, flags) }
         }
         ops.link = { req, ino, newParent, newName in
             guard let newName else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).link(req, ino, newParent, newName)
+            let fs = filesystem(req)
+            fs.namespaceLock.reading { fs.link(req, ino, newParent, newName) }
         }
         ops.open = { req, ino, fi in
             guard let fi else { fuse_reply_err(req, EINVAL); return }

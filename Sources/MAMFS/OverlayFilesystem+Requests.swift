@@ -911,33 +911,13 @@ extension OverlayFilesystem {
             if isNamed(name, OverlayFilesystem.ownerAttribute) {
                 var bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                 while bytes.last == 0 { bytes.removeLast() }
-                try protect(inode, owner: String(decoding: bytes, as: UTF8.self))
+                try protect(inode, owner: String(decoding: bytes, as: UTF8.self), caller: CallerCredentials(req))
                 fuse_reply_err(req, 0)
                 return
             }
             guard CFuse.setxattr(inode.procPath, name, value, size, flags) == 0 else { throw FilesystemError.current() }
             fuse_reply_err(req, 0)
         } catch { fail(req, error, table.inode(ino)) }
-    }
-
-    /// Writing `user.mam.owner` = `mamfs protect` on the backing path (recursive for a directory).
-    private func protect(_ inode: Inode, owner: String) throws {
-        // The write permission the kernel checks for user.* attributes under default_permissions
-        // (protect rewrites the file): checked here too, for mounts without it.
-        guard Glibc.access(inode.procPath, W_OK) == 0 else { throw FilesystemError.current() }
-        refresh(force: true)
-        let path = try backingPath(inode)
-        if inode.isRegular {
-            try inode.content.writing {
-                try context.protect(path: path, accountId: owner, recursive: false)
-                rekey(inode, toPath: path)
-            }
-        } else if inode.isDirectory {
-            try context.protect(path: path, accountId: owner, recursive: true)
-            rekeyReplacedEntries()
-        } else {
-            throw FilesystemError(code: EPERM)
-        }
     }
 
     func removexattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ name: UnsafePointer<CChar>) {

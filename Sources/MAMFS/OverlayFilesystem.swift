@@ -39,6 +39,10 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Buffers for read replies, reused across requests.
     let buffers = BufferPool(capacity: 1 << 20)
 
+    /// Shared by rename and link, exclusive for an owner change: nothing moves into or within
+    /// the tree between the caller's permission check and the rewrite of what was checked.
+    let namespaceLock = ReadWriteLock()
+
     init(context: ProtectionContext, options: MountOptions, rootPath: String) throws {
         self.context = context
         self.options = options

@@ -1,0 +1,101 @@
+import CFuse
+import Glibc
+import MAMProtection
+
+/// Owner changes through the mount (writing `user.mam.owner`), checked with the caller's
+/// credentials on every object they rewrite.
+///
+/// The daemon may run as root for an `allow_other` mount: its own access(2) says nothing about
+/// the caller, and the kernel (default_permissions) checks only the object named in the
+/// setxattr, not the files a recursive protect of a directory rewrites below it. Every one of
+/// them is checked here before anything changes; one the caller could not write fails the
+/// whole request with EACCES (as the kernel answers a write-permission failure) and nothing
+/// is changed.
+extension OverlayFilesystem {
+    /// Writing `user.mam.owner` = `mamfs protect` on the backing path (recursive for a directory).
+    /// - Throws: `FilesystemError(EACCES)` when `caller` may not write `inode` or, for a
+    ///   directory, a file or tagged directory below it (or may not search a directory below it);
+    ///   EPERM for other kinds of objects; the protect's own errors.
+    ///
+    /// Renames and links through the mount wait until it is done (`namespaceLock`), so the
+    /// objects rewritten are the ones checked.
+    func protect(_ inode: Inode, owner: String, caller: CallerCredentials) throws {
+        try namespaceLock.writing { try protectChecked(inode, owner: owner, caller: caller) }
+    }
+
+    private func protectChecked(_ inode: Inode, owner: String, caller: CallerCredentials) throws {
+        // The daemon's own write access (protect rewrites the file), for mounts run by a user.
+        guard Glibc.access(inode.procPath, W_OK) == 0 else { throw FilesystemError.current() }
+        try checkOwnerChange(of: inode, by: caller)
+        refresh(force: true)
+        let path = try backingPath(inode)
+        if inode.isRegular {
+            try inode.content.writing {
+                try context.protect(path: path, accountId: owner, recursive: false)
+                rekey(inode, toPath: path)
+            }
+        } else if inode.isDirectory {
+            try context.protect(path: path, accountId: owner, recursive: true)
+            rekeyReplacedEntries()
+        } else {
+            throw FilesystemError(code: EPERM)
+        }
+    }
+
+    /// Checks `inode` and, for a directory, everything a recursive protect rewrites below it
+    /// (regular files, tagged directories; directories it walks must be searchable).
+    private func checkOwnerChange(of inode: Inode, by caller: CallerCredentials) throws {
+        var st = stat()
+        guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+        // Root may write everything: no walk.
+        guard inode.isDirectory, caller.uid != 0 else { return }
+        let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw FilesystemError.current() }
+        try checkOwnerChange(below: fd, by: caller)
+    }
+
+    /// The walk below the open directory `fd` (closed here), by descriptors without following
+    /// symlinks, as the recursive protect sees the tree.
+    private func checkOwnerChange(below fd: Int32, by caller: CallerCredentials) throws {
+        guard let stream = fdopendir(fd) else {
+            let error = FilesystemError.current()
+            close(fd)
+            throw error
+        }
+        defer { closedir(stream) }
+        let dirFD = Glibc.dirfd(stream)
+        while true {
+            errno = 0
+            guard let entry = Glibc.readdir(stream) else {
+                if errno != 0 { throw FilesystemError.current() }
+                return
+            }
+            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { name in
+                name[0] == UInt8(ascii: ".") && (name[1] == 0 || (name[1] == UInt8(ascii: ".") && name[2] == 0))
+            }
+            if isDot { continue }
+            try withUnsafePointer(to: entry.pointee.d_name) { raw in
+                try raw.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) { name in
+                    var st = stat()
+                    guard fstatat(dirFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+                    switch st.st_mode & S_IFMT {
+                    case S_IFREG:
+                        guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+                    case S_IFDIR:
+                        guard caller.permits(.search, on: st) else { throw FilesystemError(code: EACCES) }
+                        let child = openat(dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                        guard child >= 0 else { throw FilesystemError.current() }
+                        if DirectoryOwner.read(path: "/proc/self/fd/\(child)") != nil && !caller.permits(.write, on: st) {
+                            close(child)
+                            throw FilesystemError(code: EACCES)
+                        }
+                        try checkOwnerChange(below: child, by: caller)
+                    default:
+                        return
+                    }
+                }
+            }
+        }
+    }
+}
