@@ -436,9 +436,11 @@ extension OverlayFilesystem {
                     dir.prefetchedUpTo = 0
                 }
                 guard plus else { return (dir.entries, 0..<0) }
-                // The entries of this reply and the next (about 24 fit in a 4 KiB reply).
-                let start = max(dir.prefetchedUpTo, offset)
-                let end = min(dir.entries.count, max(offset, 0) + 2 * OverlayFilesystem.headerPrefetchWindow)
+                // The entries of this reply and the next (about 24 fit in a 4 KiB reply). The
+                // offset is the caller's (lseek on the directory): clamped before any arithmetic.
+                let from = min(max(offset, 0), dir.entries.count)
+                let start = max(dir.prefetchedUpTo, from)
+                let end = min(dir.entries.count, from + 2 * OverlayFilesystem.headerPrefetchWindow)
                 if start < end { dir.prefetchedUpTo = end }
                 return (dir.entries, start..<max(start, end))
             }
@@ -768,19 +770,9 @@ extension OverlayFilesystem {
             return
         }
         do {
+            // Range-checked (EINVAL, EFBIG) by allocate.
             try handle.inode.content.writing {
-                let content = try content(handle)
-                if content.header?.isEncrypted == true {
-                    // No holes in encrypted files: extending writes encrypted zeros.
-                    if Int64(offset + length) > (try content.plaintextSize()) {
-                        try content.truncate(to: Int64(offset + length))
-                    }
-                } else {
-                    try content.writeHeaderIfMissing()
-                    guard mamfs_fuse_fallocate(handle.fd, 0, content.dataOffset + Int64(offset), Int64(length)) == 0 else {
-                        throw FilesystemError.current()
-                    }
-                }
+                try content(handle).allocate(offset: Int64(offset), length: Int64(length))
             }
             fuse_reply_err(req, 0)
         } catch { fail(req, error, handle.inode) }
@@ -798,7 +790,8 @@ extension OverlayFilesystem {
                 let content = try content(handle)
                 let size = try content.plaintextSize()
                 if whence != mamfs_fuse_SEEK_DATA && whence != mamfs_fuse_SEEK_HOLE { throw FilesystemError(code: EINVAL) }
-                guard Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
+                // As ext4: ENXIO for a negative offset or one at or past the end.
+                guard offset >= 0, Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
                 if content.header?.isEncrypted == true {
                     return whence == mamfs_fuse_SEEK_DATA ? Int64(offset) : size
                 }

@@ -20,11 +20,31 @@ public enum BlockLayout {
         return full * Int64(plaintextBlockSize) + rest - Int64(overhead)
     }
 
-    /// Stored body length for `plaintextSize` plaintext bytes.
+    /// Stored body length for `plaintextSize` plaintext bytes (at most `largestPlaintextSize(bodyLength: .max)`;
+    /// larger sizes answer Int64.max: use `storedBodyLength` where the size is not known to fit).
     public static func bodyLength(plaintextSize: Int64) -> Int64 {
+        storedBodyLength(plaintextSize: plaintextSize) ?? .max
+    }
+
+    /// Stored body length for `plaintextSize` plaintext bytes.
+    /// - Returns: nil for a negative size or one whose stored body does not fit in off_t (Int64).
+    public static func storedBodyLength(plaintextSize: Int64) -> Int64? {
+        guard plaintextSize >= 0 else { return nil }
         let full = plaintextSize / Int64(plaintextBlockSize)
         let rest = plaintextSize % Int64(plaintextBlockSize)
-        return full * Int64(storedBlockSize) + (rest > 0 ? rest + Int64(overhead) : 0)
+        let (blocks, overflow) = full.multipliedReportingOverflow(by: Int64(storedBlockSize))
+        guard !overflow else { return nil }
+        let (total, overflow2) = blocks.addingReportingOverflow(rest > 0 ? rest + Int64(overhead) : 0)
+        return overflow2 ? nil : total
+    }
+
+    /// The largest plaintext size whose stored body is at most `bodyLength` bytes (0 for a
+    /// negative or too short limit): the plaintext of the longest valid body within the limit.
+    public static func largestPlaintextSize(bodyLength: Int64) -> Int64 {
+        guard bodyLength > 0 else { return 0 }
+        let full = bodyLength / Int64(storedBlockSize)
+        let rest = bodyLength % Int64(storedBlockSize)
+        return full * Int64(plaintextBlockSize) + max(0, rest - Int64(overhead))
     }
 
     /// AAD of block `index` of the file with `fileId`: fileId (16) || index (u64 little-endian).

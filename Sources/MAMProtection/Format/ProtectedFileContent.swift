@@ -53,10 +53,10 @@ public final class ProtectedFileContent: @unchecked Sendable {
         return size
     }
 
-    /// Backing size of a file with `plaintextSize` bytes of content under `header`.
+    /// Backing size of a file with `plaintextSize` bytes of content under `header` (a size past
+    /// `maximumPlaintextSize(header:)` answers Int64.max; see `checkedStoredSize`).
     public static func storedSize(plaintextSize: Int64, header: ProtectedFileHeader?) -> Int64 {
-        guard let header else { return plaintextSize }
-        return Int64(header.length) + (header.isEncrypted ? BlockLayout.bodyLength(plaintextSize: plaintextSize) : plaintextSize)
+        checkedStoredSize(plaintextSize: max(0, plaintextSize), header: header) ?? .max
     }
 
     /// Current plaintext size (from the backing size, without reading the body).
@@ -93,7 +93,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         }
         let size = try plaintextSize()
         guard offset < size else { return 0 }
-        let end = min(offset + Int64(buffer.count), size)
+        let end = offset + min(Int64(buffer.count), size - offset)
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let firstBlock = offset / bs
         let lastBlock = (end - 1) / bs
@@ -165,17 +165,18 @@ public final class ProtectedFileContent: @unchecked Sendable {
 
     /// Writes `bytes` at plaintext `offset`, extending the file (with zeros in any gap) as needed.
     /// Space is reserved before any ciphertext is written, so ENOSPC leaves the file unchanged.
-    /// - Throws: `MAMError.system` (ENOSPC, EIO, ...), `.authenticationFailed` when a block that
+    /// - Throws: `MAMError.system` (EINVAL for a negative offset, EFBIG past
+    ///   `maximumPlaintextSize`, ENOSPC, EIO, ...), `.authenticationFailed` when a block that
     ///   must be merged with the new bytes does not authenticate.
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        guard offset >= 0 else { throw MAMError.system("write", errno: EINVAL) }
+        let plainEnd = try checkedEnd(offset: offset, count: Int64(bytes.count), "write")
         try writeHeaderIfMissing()
         guard bytes.count > 0 else { return }
         guard header?.isEncrypted == true else {
             // A write that fails part-way (ENOSPC) must not leave its first bytes behind:
             // reserve the new range first, and on failure cut the file back to its old size.
             let oldSize = try FileIO.size(fd)
-            let end = dataOffset + offset + Int64(bytes.count)
+            let end = dataOffset + plainEnd
             if end > oldSize { try FileIO.reserve(fd, offset: oldSize, length: end - oldSize) }
             do {
                 try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
@@ -190,8 +191,10 @@ public final class ProtectedFileContent: @unchecked Sendable {
 
     /// Sets the plaintext size. Shrinking re-encrypts the new last partial block; growing
     /// appends encrypted zeros (there are no unauthenticated holes).
+    /// - Throws: `MAMError.system` with EINVAL (negative size), EFBIG (past
+    ///   `maximumPlaintextSize`), ENOSPC (nothing changed then), EIO.
     public func truncate(to newSize: Int64) throws {
-        guard newSize >= 0 else { throw MAMError.system("truncate", errno: EINVAL) }
+        _ = try checkedEnd(offset: newSize, count: 0, "truncate")
         try writeHeaderIfMissing()
         guard let header, header.isEncrypted, let fileId = header.encryption?.fileId, let fileKey else {
             guard ftruncate(fd, off_t(dataOffset + newSize)) == 0 else { throw MAMError.fromErrno("truncate") }
@@ -233,6 +236,9 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// source covers whole is sealed straight from the caller's buffer; only partial blocks go
     /// through a staging block (old plaintext merged, the rest zeroed). The stored range of the
     /// whole call is reserved once, before any ciphertext is written.
+    ///
+    /// The caller has checked `offset` + the source's count against `maximumPlaintextSize`, so
+    /// every stored offset below fits in off_t.
     private func writeEncrypted(offset: Int64, source: UnsafeRawBufferPointer?) throws {
         guard let fileId = header?.encryption?.fileId, let fileKey else { return }
         let bs = Int64(BlockLayout.plaintextBlockSize)
