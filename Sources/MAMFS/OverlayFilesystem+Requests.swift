@@ -770,7 +770,7 @@ extension OverlayFilesystem {
             return
         }
         do {
-            // Range-checked (EINVAL, EFBIG) by allocate.
+            // Range-checked (EINVAL, EFBIG) and released again on failure (ENOSPC) by allocate.
             try handle.inode.content.writing {
                 try content(handle).allocate(offset: Int64(offset), length: Int64(length))
             }

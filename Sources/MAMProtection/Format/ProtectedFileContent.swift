@@ -72,7 +72,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         guard let header else { return }
         if try FileIO.size(fd) >= Int64(header.length) { return }
         let bytes = header.encoded()
-        if reserve { try FileIO.reserve(fd, offset: 0, length: Int64(bytes.count)) }
+        if reserve { try reserveSpace(offset: 0, length: Int64(bytes.count)) }
         try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
     }
 
@@ -164,7 +164,8 @@ public final class ProtectedFileContent: @unchecked Sendable {
     // MARK: Writing
 
     /// Writes `bytes` at plaintext `offset`, extending the file (with zeros in any gap) as needed.
-    /// Space is reserved before any ciphertext is written, so ENOSPC leaves the file unchanged.
+    /// Space is reserved before any ciphertext is written, so ENOSPC leaves the file unchanged
+    /// (and a failed reservation holds no blocks).
     /// - Throws: `MAMError.system` (EINVAL for a negative offset, EFBIG past
     ///   `maximumPlaintextSize`, ENOSPC, EIO, ...), `.authenticationFailed` when a block that
     ///   must be merged with the new bytes does not authenticate.
@@ -177,7 +178,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
             // reserve the new range first, and on failure cut the file back to its old size.
             let oldSize = try FileIO.size(fd)
             let end = dataOffset + plainEnd
-            if end > oldSize { try FileIO.reserve(fd, offset: oldSize, length: end - oldSize) }
+            if end > oldSize { try reserveSpace(offset: oldSize, length: end - oldSize) }
             do {
                 try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
             } catch {
@@ -259,7 +260,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         // 4 KiB random write).
         let storedEnd = ProtectedFileContent.storedSize(plaintextSize: size, header: header)
         let reserveFrom = max(rangeStart, storedEnd)
-        try FileIO.reserve(fd, offset: reserveFrom, length: rangeStart + rangeLength - reserveFrom)
+        try reserveSpace(offset: reserveFrom, length: rangeStart + rangeLength - reserveFrom)
 
         let cipher = try BlockCipher(key: fileKey, fileId: fileId)
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastTouched - firstBlock + 1)
