@@ -10,11 +10,12 @@ import Testing
 struct SecurityOwnerChangeTests {
     static let marker = "ROOT-ONLY-SECRET-7f3a9c"
 
-    /// Sets `user.mam.owner` of `path` (relative to the mountpoint) to `owner` as user nobody;
-    /// prints "ok" or the errno name.
-    static func setOwnerAsNobody(_ path: String, _ owner: String) -> String {
-        """
-        setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+    /// Sets `user.mam.owner` of `path` (relative to the mountpoint) to `owner` as user nobody
+    /// (with the supplementary `groups`, none by default); prints "ok" or the errno name.
+    static func setOwnerAsNobody(_ path: String, _ owner: String, groups: String? = nil) -> String {
+        let groupOption = groups.map { "--groups=" + $0 } ?? "--clear-groups"
+        return """
+        setpriv --reuid=65534 --regid=65534 \(groupOption) /usr/bin/python3 -c '
         import errno, os, sys
         try:
             os.setxattr(sys.argv[1], "user.mam.owner", sys.argv[2].encode())
@@ -65,6 +66,21 @@ struct SecurityOwnerChangeTests {
                 #expect(header?.owner == "", "\(file) owner \(String(describing: header?.owner))")
                 #expect(header?.isEncrypted == false)
             }
+        }
+    }
+
+    @Test("a supplementary group's write bit counts: nobody in group users may, without it may not")
+    func supplementaryGroupsAreTheCallers() throws {
+        try withMount(.managed, options: ["allow_other"]) { m in
+            let r = try m.sh("""
+            chmod 755 "$BASE" && mkdir d && printf '\(SecurityOwnerChangeTests.marker)' > d/shared && chown root:users d/shared && \
+            chmod 660 d/shared && chown nobody:nogroup d && \(SecurityOwnerChangeTests.setOwnerAsNobody("d", "")) && \
+            \(SecurityOwnerChangeTests.setOwnerAsNobody("d", "", groups: "users"))
+            """)
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out == "EACCES\nok\n", "without, then with group users: \(r.out) \(r.err)")
+            let header = try m.backingHeader("d/shared")
+            #expect(header?.owner == "" && header?.isEncrypted == false, "\(String(describing: header?.owner))")
         }
     }
 
