@@ -48,6 +48,43 @@ public struct LocalItemAttributes: Equatable, Sendable {
             stamp: FileSystem.getAttribute(path, stampAttribute).flatMap { LocalStamp(encoded: $0) })
     }
 
+    /// Reads the attributes of the regular file or directory `relative` below `tree` (no
+    /// symlink followed, no special file opened); nil when it is not a provider item.
+    static func read(_ relative: String, in tree: ConfinedDirectory) -> LocalItemAttributes? {
+        guard let fd = tree.openForAttributes(relative) else { return nil }
+        defer { close(fd) }
+        return read(fd: fd)
+    }
+
+    /// Reads the attributes of an open file or directory; nil when it is not a provider item.
+    static func read(fd: Int32) -> LocalItemAttributes? {
+        func get(_ name: String) -> String? {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { fgetxattr(fd, name, $0.baseAddress, $0.count) }
+            return n >= 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+        }
+        guard let id = get(itemAttribute) else { return nil }
+        return LocalItemAttributes(
+            identifier: ItemIdentifier(id),
+            contentVersion: get(versionAttribute),
+            size: get(sizeAttribute).flatMap { Int64($0) } ?? 0,
+            isPlaceholder: get(placeholderAttribute) == "1",
+            stamp: get(stampAttribute).flatMap { LocalStamp(encoded: $0) })
+    }
+
+    /// Writes the attributes to the regular file `relative` below `tree`.
+    /// - Throws: `MAMError.system` (ELOOP for a symlink, EINVAL for a special file).
+    func write(_ relative: String, in tree: ConfinedDirectory) throws {
+        guard let fd = tree.openForAttributes(relative) else { throw MAMError.fromErrno("open \(relative)") }
+        defer { close(fd) }
+        try write(fd: fd)
+    }
+
+    /// Removes every provider attribute from `relative` below `tree`.
+    static func clear(_ relative: String, in tree: ConfinedDirectory) {
+        tree.removeAttributes(relative, all)
+    }
+
     /// Writes the attributes to the open file `fd` (the placeholder flag is set or removed).
     func write(fd: Int32) throws {
         try FileSystem.setAttribute(fd: fd, Self.itemAttribute, identifier.rawValue)
