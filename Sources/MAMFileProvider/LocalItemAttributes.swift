@@ -39,30 +39,18 @@ public struct LocalItemAttributes: Equatable, Sendable {
 
     /// Reads the attributes of `path` (not following symlinks); nil when it is not a provider item.
     public static func read(path: String) -> LocalItemAttributes? {
-        guard let id = FileSystem.getAttribute(path, itemAttribute) else { return nil }
-        return LocalItemAttributes(
-            identifier: ItemIdentifier(id),
-            contentVersion: FileSystem.getAttribute(path, versionAttribute),
-            size: FileSystem.getAttribute(path, sizeAttribute).flatMap { Int64($0) } ?? 0,
-            isPlaceholder: FileSystem.getAttribute(path, placeholderAttribute) == "1",
-            stamp: FileSystem.getAttribute(path, stampAttribute).flatMap { LocalStamp(encoded: $0) })
+        read { FileSystem.getAttribute(path, $0) }
     }
 
     /// Reads the attributes of the regular file or directory `relative` below `tree` (no
     /// symlink followed, no special file opened); nil when it is not a provider item.
     static func read(_ relative: String, in tree: ConfinedDirectory) -> LocalItemAttributes? {
-        guard let fd = tree.openForAttributes(relative) else { return nil }
-        defer { close(fd) }
-        return read(fd: fd)
+        tree.withAttributePath(relative, failure: nil) { path in
+            read { FileSystem.getAttribute(followingPath: path, $0) }
+        }
     }
 
-    /// Reads the attributes of an open file or directory; nil when it is not a provider item.
-    static func read(fd: Int32) -> LocalItemAttributes? {
-        func get(_ name: String) -> String? {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = buffer.withUnsafeMutableBytes { fgetxattr(fd, name, $0.baseAddress, $0.count) }
-            return n >= 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
-        }
+    private static func read(_ get: (String) -> String?) -> LocalItemAttributes? {
         guard let id = get(itemAttribute) else { return nil }
         return LocalItemAttributes(
             identifier: ItemIdentifier(id),
@@ -75,9 +63,16 @@ public struct LocalItemAttributes: Equatable, Sendable {
     /// Writes the attributes to the regular file `relative` below `tree`.
     /// - Throws: `MAMError.system` (ELOOP for a symlink, EINVAL for a special file).
     func write(_ relative: String, in tree: ConfinedDirectory) throws {
-        guard let fd = tree.openForAttributes(relative) else { throw MAMError.fromErrno("open \(relative)") }
-        defer { close(fd) }
-        try write(fd: fd)
+        try tree.setAttribute(relative, Self.itemAttribute, identifier.rawValue)
+        if let contentVersion { try tree.setAttribute(relative, Self.versionAttribute, contentVersion) }
+        try tree.setAttribute(relative, Self.sizeAttribute, String(size))
+        if isPlaceholder {
+            try tree.setAttribute(relative, Self.placeholderAttribute, "1")
+            tree.removeAttributes(relative, [Self.stampAttribute])
+        } else {
+            tree.removeAttributes(relative, [Self.placeholderAttribute])
+            if let stamp { try tree.setAttribute(relative, Self.stampAttribute, stamp.encoded) }
+        }
     }
 
     /// Removes every provider attribute from `relative` below `tree`.
@@ -97,19 +92,6 @@ public struct LocalItemAttributes: Equatable, Sendable {
             _ = fremovexattr(fd, Self.placeholderAttribute)
             if let stamp { try FileSystem.setAttribute(fd: fd, Self.stampAttribute, stamp.encoded) }
         }
-    }
-
-    /// Writes the attributes to `path` (regular files and directories).
-    func write(path: String) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(path)") }
-        defer { close(fd) }
-        try write(fd: fd)
-    }
-
-    /// Removes every provider attribute from `path`.
-    static func clear(path: String) {
-        for name in all { FileSystem.removeAttribute(path, name) }
     }
 
     /// True when the materialized file at `path` (with stat `st`) differs from what was last

@@ -128,9 +128,6 @@ final class TemporaryFile {
         root.syncDirectory(FileSystem.parentPath(target))
     }
 
-    /// Forgets the file (it was renamed away by the caller).
-    func release() { owned = false }
-
     deinit {
         if owned { unlink(path) }
     }

@@ -125,6 +125,31 @@ struct SecurityProviderCommandTests {
         #expect(filesContaining(marker, under: local) == [])
     }
 
+    @Test("provider sync: a remote symlink cafe+U+0301 to outside and a directory caf+U+00E9 stay two items; nothing is written outside the replica")
+    func normalizationTwins() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let remote = sandbox.path("remote")
+        let local = sandbox.path("local")
+        let outside = sandbox.path("outside")
+        try sandbox.write("outside/keep.txt", "outside, untouched\n")
+        try FileManager.default.createDirectory(atPath: remote, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        #expect(symlink(outside, remote + "/cafe\u{0301}") == 0)
+        #expect(mkdir(remote + "/caf\u{00E9}", 0o755) == 0)
+        try sandbox.write("remote/caf\u{00E9}/inner.txt", "the real directory's file\n")
+        let sync = try sandbox.run(["provider", "sync", local, "--remote", remote, "--account", Fixtures.upn])
+        #expect(sync.status == 0, "\(sync.err)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["keep.txt"], "the sync wrote outside the replica")
+        #expect(try sandbox.read(outside + "/keep.txt") == Data("outside, untouched\n".utf8))
+        let decrypted = sandbox.path("inner.plain")
+        let decrypt = try sandbox.run(["decrypt", local + "/caf\u{00E9}/inner.txt", "-o", decrypted])
+        #expect(decrypt.status == 0, "\(decrypt.err)")
+        #expect(try sandbox.read(decrypted) == Data("the real directory's file\n".utf8))
+        var st = stat()
+        #expect(lstat(local + "/cafe\u{0301}", &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK)
+    }
+
     @Test("provider sync skips a remote name that is not valid UTF-8 with an error on stderr, never a lossy name")
     func invalidUTF8RemoteName() throws {
         let sandbox = try Sandbox()

@@ -102,6 +102,32 @@ struct SecurityProviderMountTests {
         #expect(scan(again.backing, for: downloadMarker) == [])
     }
 
+    @Test("non-replicated mount: a remote symlink cafe+U+0301 to outside and a directory caf+U+00E9 stay two items; listing and reading write nothing outside the backing directory")
+    func normalizationTwinsThroughMount() throws {
+        let first = try ProviderMount("non-replicated", encrypt: true)
+        defer { first.close() }
+        let outside = first.base + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("outside, untouched\n".utf8).write(to: URL(fileURLWithPath: outside + "/keep.txt"))
+        #expect(symlink(outside, first.remote + "/cafe\u{0301}") == 0)
+        #expect(mkdir(first.remote + "/caf\u{00E9}", 0o755) == 0)
+        let inner = Data("the real directory's file\n".utf8)
+        try inner.write(to: URL(fileURLWithPath: first.remote + "/caf\u{00E9}/inner.txt"))
+        first.close()
+        let m = try ProviderMount(reopening: first)
+        defer { m.close() }
+        let listing = try m.sh("ls -laR \"$M\" >/dev/null && echo listed")
+        #expect(listing.out == "listed\n", "\(listing.err)")
+        #expect(FileManager.default.contents(atPath: m.mountpoint + "/caf\u{00E9}/inner.txt") == inner)
+        let outsideNames = (try? FileManager.default.contentsOfDirectory(atPath: outside)) ?? []
+        #expect(outsideNames == ["keep.txt"], "the mount wrote outside the backing directory: \(outsideNames)")
+        #expect(FileManager.default.contents(atPath: outside + "/keep.txt") == Data("outside, untouched\n".utf8))
+        var st = stat()
+        #expect(lstat(m.backing + "/cafe\u{0301}", &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK)
+        #expect(lstat(m.backing + "/caf\u{00E9}", &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR)
+        #expect(try m.backingHeader("caf\u{00E9}/inner.txt")?.isEncrypted == true)
+    }
+
     @Test("non-replicated mount: a remote file that became a FIFO does not block the mount; other files open and the FIFO never appears")
     func remoteFIFODoesNotBlock() throws {
         let first = try ProviderMount("non-replicated", encrypt: true)

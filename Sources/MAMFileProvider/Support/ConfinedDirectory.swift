@@ -199,7 +199,8 @@ final class ConfinedDirectory: @unchecked Sendable {
         }
     }
 
-    /// fsyncs the directory `relative` (errors ignored, as `FileSystem.syncDirectory`).
+    /// fsyncs the directory `relative` (makes a rename in it durable; errors are ignored: some
+    /// filesystems cannot fsync directories).
     func syncDirectory(_ relative: String) {
         let fd = open(relative, O_RDONLY | O_DIRECTORY)
         if fd >= 0 { _ = fsync(fd); close(fd) }
@@ -253,39 +254,41 @@ final class ConfinedDirectory: @unchecked Sendable {
         return names
     }
 
-    /// Gets an extended attribute of the regular file or directory `relative` (nil for
-    /// anything else, a missing attribute or an error).
+    /// Runs `body` with a path that names the regular file or directory `relative` through an
+    /// O_PATH descriptor (`/proc/self/fd/N`): extended attributes are read and written there
+    /// without following a symlink, without opening a special file and without needing read
+    /// permission on the file (a 0200 file of a non-root daemon).
+    /// - Returns: what `body` returns, `failure` with `errno` (ELOOP, EINVAL for a special file).
+    func withAttributePath<T>(_ relative: String, failure: T, _ body: (String) -> T) -> T {
+        let fd = open(relative, mamfs_O_PATH)
+        guard fd >= 0 else { return failure }
+        defer { let saved = errno; close(fd); errno = saved }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return failure }
+        guard FileSystem.isRegular(st) || FileSystem.isDirectory(st) else { errno = EINVAL; return failure }
+        return body("/proc/self/fd/\(fd)")
+    }
+
+    /// An extended attribute of the regular file or directory `relative` (nil for anything
+    /// else, a missing attribute or an error).
     func getAttribute(_ relative: String, _ name: String) -> String? {
-        guard let fd = openForAttributes(relative) else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { fgetxattr(fd, name, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
+        withAttributePath(relative, failure: nil) { FileSystem.getAttribute(followingPath: $0, name) }
     }
 
     /// Sets an extended attribute of the regular file or directory `relative`.
     /// - Throws: `MAMError.system` with the errno.
     func setAttribute(_ relative: String, _ name: String, _ value: String) throws {
-        guard let fd = openForAttributes(relative) else { throw MAMError.fromErrno("open \(relative)") }
-        defer { close(fd) }
-        try FileSystem.setAttribute(fd: fd, name, value)
+        let rc = withAttributePath(relative, failure: -1) { path in
+            Array(value.utf8).withUnsafeBytes { setxattr(path, name, $0.baseAddress, $0.count, 0) }
+        }
+        guard rc == 0 else { throw MAMError.fromErrno("set \(name) on \(relative)") }
     }
 
     /// Removes every name in `names` from `relative` (errors ignored).
     func removeAttributes(_ relative: String, _ names: [String]) {
-        guard let fd = openForAttributes(relative) else { return }
-        defer { close(fd) }
-        for name in names { _ = fremovexattr(fd, name) }
-    }
-
-    /// A read-only descriptor of a regular file or directory (never a special file).
-    func openForAttributes(_ relative: String) -> Int32? {
-        guard let st = lstat(relative) else { return nil }
-        let isDirectory = FileSystem.isDirectory(st)
-        guard isDirectory || FileSystem.isRegular(st) else { errno = EINVAL; return nil }
-        let fd = openExisting(relative, O_RDONLY, directory: isDirectory)
-        return fd >= 0 ? fd : nil
+        withAttributePath(relative, failure: ()) { path in
+            for name in names { _ = removexattr(path, name) }
+        }
     }
 }
 
