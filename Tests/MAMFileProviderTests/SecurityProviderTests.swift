@@ -271,6 +271,28 @@ struct SecurityProviderTests {
         #expect(try f.plaintext(f.localPath("a.txt")) == Array("alpha\n".utf8))
     }
 
+    @Test("replicated sync: remote files that become FIFOs while the pass downloads are refused without blocking; the other file arrives")
+    func replicatedFIFOSwap() throws {
+        let f = try ProviderFixture()
+        for name in ["a.txt", "b.txt", "keep.txt"] { try f.writeRemote(name, Array("\(name)\n".utf8)) }
+        let swapping = SwappingRemote(f.remote()) {
+            for name in ["a.txt", "b.txt"] {
+                unlink(f.remotePath(name))
+                _ = mkfifo(f.remotePath(name), 0o644)
+            }
+        }
+        defer { releaseFIFO(f.remotePath("a.txt")); releaseFIFO(f.remotePath("b.txt")) }
+        let provider = try f.replicated(remote: swapping)
+        var report = SyncReport()
+        #expect(finishes(within: 20) { report = provider.syncOnce() }, "the sync blocked on a FIFO")
+        #expect(swapping.swapped)
+        #expect(try f.plaintext(f.localPath("keep.txt")) == Array("keep.txt\n".utf8), "\(report.errors)")
+        var st = stat()
+        for name in ["a.txt", "b.txt"] {
+            #expect(lstat(f.localPath(name), &st) != 0 || (st.st_mode & S_IFMT) == S_IFREG, "\(name) appeared as a special file")
+        }
+    }
+
     @Test("upload reads a local file that became a FIFO without blocking")
     func localFIFOUpload() throws {
         let f = try ProviderFixture()
