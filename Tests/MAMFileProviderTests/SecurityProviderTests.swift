@@ -221,6 +221,22 @@ struct SecurityProviderTests {
         #expect(try f.read(f.outside + "/secret") == Array("outside".utf8))
     }
 
+    @Test("the temp area: what a process that is gone left is removed at the next start; a live process's session is kept")
+    func temporaryAreaSweep() throws {
+        let f = try ProviderFixture()
+        let first = try f.nonReplicated()
+        let live = try first.layout.makeTemporaryFile(name: "live")
+        let tmp = first.layout.temporaryDirectory
+        // A killed run: its session directory (nobody holds its lock) and a loose temp file.
+        #expect(mkdir(tmp + "/s-999999-1", 0o700) == 0)
+        try f.write(tmp + "/s-999999-1/.big.bin.mamfs-tmp-AbCdEf", Array("left behind".utf8))
+        try f.write(tmp + "/.old.bin.mamfs-tmp-GhIjKl", Array("left behind".utf8))
+        _ = try f.nonReplicated()
+        #expect(!f.exists(tmp + "/s-999999-1"), "a dead session survived the next start")
+        #expect(!f.exists(tmp + "/.old.bin.mamfs-tmp-GhIjKl"))
+        #expect(f.exists(live.path), "the live session's temp file was removed")
+    }
+
     @Test("a remote file that became a FIFO: reading it fails at once instead of blocking")
     func remoteFIFORead() throws {
         let f = try ProviderFixture()
