@@ -38,4 +38,22 @@ static const long mamfs_UTIME_NOW = ((1l << 30) - 1l);
 static const long mamfs_UTIME_OMIT = ((1l << 30) - 2l);
 static const unsigned int mamfs_RENAME_NOREPLACE = 1u << 0;
 static const unsigned int mamfs_RENAME_EXCHANGE = 1u << 1;
+
+/* openat2(2) (Linux 5.6+) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: resolves `path` below
+ * `dirfd` without crossing any symlink or leaving the directory. glibc has no wrapper, so the
+ * syscall is made directly; -1 with errno ENOSYS on older kernels. */
+#include <unistd.h>
+#include <errno.h>
+struct mamfs_open_how {
+    unsigned long long flags;
+    unsigned long long mode;
+    unsigned long long resolve;
+};
+extern long syscall(long number, ...);
+static inline int mamfs_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode) {
+    struct mamfs_open_how how = { (unsigned long long)(unsigned int)flags,
+                                  (flags & (O_CREAT | 020000000 /* O_TMPFILE */)) ? (unsigned long long)mode : 0ull,
+                                  0x08ull /* RESOLVE_BENEATH */ | 0x04ull /* RESOLVE_NO_SYMLINKS */ };
+    return (int)syscall(437 /* SYS_openat2 */, dirfd, path, &how, sizeof(how));
+}
 #endif

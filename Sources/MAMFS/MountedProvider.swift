@@ -65,7 +65,8 @@ final class MountedProvider: @unchecked Sendable {
         self.rootPath = rootPath
         self.interval = syncInterval
         self.log = log
-        let domain = try FileProviderDomain(account: account, remote: LocalDirectoryRemote(root: remote), context: context)
+        let store = LocalDirectoryRemote(root: remote, log: { line in log("provider: \(line)") })
+        let domain = try FileProviderDomain(account: account, remote: store, context: context)
         switch kind {
         case .nonReplicated:
             nonReplicated = try NonReplicatedProvider(localRoot: rootPath, domain: domain)

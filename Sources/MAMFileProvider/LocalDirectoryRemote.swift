@@ -29,19 +29,46 @@ import MAMProtection
 ///
 /// A root that is missing, not a directory, or answers ENOTCONN/ESTALE/EIO makes every call
 /// throw `.unreachable`.
+///
+/// Hostile contents: every path below the root is resolved through `ConfinedDirectory`, so no
+/// symlink inside the remote is ever followed (enumerating, reading or writing through one
+/// fails: the item is not found); symlinks are listed as symlink items, their target read
+/// with `readlinkat`. Names are kept as their exact bytes; a name that is not valid UTF-8 is
+/// left out of the listing and logged. FIFOs, sockets and devices are not listed, and a file
+/// replaced by one is refused on read without blocking.
 public struct LocalDirectoryRemote: RemoteStore {
     /// Absolute, standardized root path.
     public let root: String
     /// When true every write throws `.readOnly` (a read-only share).
     public let readOnly: Bool
+    /// Receives one line per remote entry that is skipped (a name that is not valid UTF-8).
+    public let log: @Sendable (String) -> Void
 
     /// - Parameters:
     ///   - root: the remote directory (made absolute and standardized; it need not exist yet,
     ///     calls throw `.unreachable` until it does).
     ///   - readOnly: refuse every write with `.readOnly`.
-    public init(root: String, readOnly: Bool = false) {
+    ///   - log: where skipped entries are reported (default: standard error).
+    public init(root: String, readOnly: Bool = false, log: (@Sendable (String) -> Void)? = nil) {
         self.root = URL(fileURLWithPath: root, isDirectory: true).standardizedFileURL.path
         self.readOnly = readOnly
+        self.log = log ?? { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    }
+
+    /// The root for confined calls.
+    /// - Throws: `.unreachable`.
+    private func tree() throws -> ConfinedDirectory {
+        _ = try rootStat()
+        do { return try ConfinedDirectory(path: root) } catch {
+            throw RemoteError.unreachable("\(root): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The identifier as a path relative to the root ("" for the root).
+    private func relativePath(_ identifier: ItemIdentifier) throws -> String {
+        if identifier == .rootContainer { return "" }
+        _ = try path(of: identifier)
+        return identifier.rawValue
     }
 
     public var location: String { root }
@@ -53,45 +80,54 @@ public struct LocalDirectoryRemote: RemoteStore {
     }
 
     public func enumerate(container: ItemIdentifier) throws -> [RemoteItem] {
-        _ = try rootStat()
-        let directory = try path(of: container)
-        guard let dir = opendir(directory) else {
+        let tree = try tree()
+        let directory = try relativePath(container)
+        let names = tree.names(in: directory) { escaped in
+            log("remote \(root): skipped '\(ConfinedDirectory.child(directory, escaped))': the name is not valid UTF-8")
+        }
+        guard let names else {
+            if errno == ELOOP { throw RemoteError.notFound(container) }
             throw failure(errno, container, "list")
         }
-        defer { closedir(dir) }
         var items: [RemoteItem] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name == "." || name == ".." || FileSystem.isTemporaryName(name) { continue }
+        for name in names {
+            if FileSystem.isTemporaryName(name) { continue }
             let relative = container == .rootContainer ? name : container.rawValue + "/" + name
-            guard let st = FileSystem.lstatPath(directory + "/" + name),
-                  let item = makeItem(relative: relative, st: st) else { continue }
+            guard let st = tree.lstat(relative), let item = makeItem(relative: relative, st: st, tree: tree) else { continue }
             items.append(item)
         }
         return items
     }
 
     public func item(_ identifier: ItemIdentifier) throws -> RemoteItem {
-        _ = try rootStat()
-        let p = try path(of: identifier)
-        guard let st = FileSystem.lstatPath(p) else { throw failure(errno, identifier, "stat") }
-        guard let item = makeItem(relative: identifier.rawValue, st: st) else { throw RemoteError.notFound(identifier) }
+        let tree = try tree()
+        let relative = try relativePath(identifier)
+        guard let st = tree.lstat(relative) else {
+            if errno == ELOOP { throw RemoteError.notFound(identifier) }
+            throw failure(errno, identifier, "stat")
+        }
+        guard let item = makeItem(relative: identifier.rawValue, st: st, tree: tree) else { throw RemoteError.notFound(identifier) }
         return item
     }
 
     public func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
-        _ = try rootStat()
-        let p = try path(of: identifier)
+        let tree = try tree()
+        let relative = try relativePath(identifier)
         for _ in 0..<3 {
-            let fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            guard fd >= 0 else { throw failure(errno, identifier, "open") }
+            // Type checked before and after opening, and opened O_NONBLOCK: a FIFO or device
+            // put in place of the file is refused without blocking.
+            let fd = tree.openExisting(relative, O_RDONLY)
+            guard fd >= 0 else {
+                if errno == EINVAL || errno == ELOOP { throw RemoteError.failed("'\(identifier)' is not a regular file") }
+                throw failure(errno, identifier, "open")
+            }
             defer { close(fd) }
             var before = stat()
             guard fstat(fd, &before) == 0 else { throw failure(errno, identifier, "stat") }
             guard FileSystem.isRegular(before) else { throw RemoteError.failed("'\(identifier)' is not a file") }
-            let out = open(destination.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+            // The destination is the caller's own file (possibly an in-memory one named by
+            // /proc/self/fd), so it is opened as named.
+            let out = open(destination.path, O_WRONLY | O_CLOEXEC)
             guard out >= 0 else { throw RemoteError.failed("cannot open \(destination.path): \(String(cString: strerror(errno)))") }
             defer { close(out) }
             do {
@@ -103,7 +139,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             guard fstat(fd, &after) == 0 else { throw failure(errno, identifier, "stat") }
             if after.st_size == before.st_size, after.st_mtim.tv_sec == before.st_mtim.tv_sec,
                after.st_mtim.tv_nsec == before.st_mtim.tv_nsec,
-               let item = makeItem(relative: identifier.rawValue, st: after) {
+               let item = makeItem(relative: identifier.rawValue, st: after, tree: tree) {
                 return item
             }
         }
@@ -112,28 +148,30 @@ public struct LocalDirectoryRemote: RemoteStore {
 
     public func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem {
         try requireWritable()
-        _ = try rootStat()
+        let tree = try tree()
         try validate(name: name)
-        let parentPath = try path(of: parent)
-        guard let parentStat = FileSystem.lstatPath(parentPath) else { throw failure(errno, parent, "stat") }
+        let parentRelative = try relativePath(parent)
+        guard let parentStat = tree.lstat(parentRelative) else {
+            if errno == ELOOP { throw RemoteError.notFound(parent) }
+            throw failure(errno, parent, "stat")
+        }
         guard FileSystem.isDirectory(parentStat) else { throw RemoteError.notFound(parent) }
         let relative = parent == .rootContainer ? name : parent.rawValue + "/" + name
         let identifier = ItemIdentifier(relative)
-        let target = parentPath + "/" + name
         switch contents {
         case .directory:
-            guard mkdir(target, 0o755) == 0 else { throw failure(errno, identifier, "mkdir") }
+            guard tree.mkdir(relative, 0o755) == 0 else { throw failure(errno, identifier, "mkdir") }
         case .symlink(let destination):
-            guard symlink(destination, target) == 0 else { throw failure(errno, identifier, "symlink") }
+            guard tree.symlink(destination, relative) == 0 else { throw failure(errno, identifier, "symlink") }
         case .file(let url):
-            let temp = try writeTemporary(in: parentPath, name: name, from: url, mode: 0o644, identifier: identifier)
-            guard mamfs_renameat2(AT_FDCWD, temp, AT_FDCWD, target, mamfs_RENAME_NOREPLACE) == 0 else {
+            let temp = try writeTemporary(in: parentRelative, tree: tree, name: name, from: url, mode: 0o644, identifier: identifier)
+            guard tree.rename(temp, relative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
                 let code = errno
-                unlink(temp)
+                _ = tree.unlink(temp)
                 throw failure(code, identifier, "rename")
             }
         }
-        FileSystem.syncDirectory(parentPath)
+        tree.syncDirectory(parentRelative)
         return try item(identifier)
     }
 
@@ -144,22 +182,23 @@ public struct LocalDirectoryRemote: RemoteStore {
         guard current.version.contentVersion == baseVersion else {
             throw RemoteError.conflict(identifier, current: current.version)
         }
-        let target = try path(of: identifier)
-        let directory = PathName.directory(of: target)
-        let temp = try writeTemporary(in: directory, name: current.filename, from: contentsURL,
+        let tree = try tree()
+        let target = try relativePath(identifier)
+        let directory = FileSystem.parentPath(target)
+        let temp = try writeTemporary(in: directory, tree: tree, name: current.filename, from: contentsURL,
                                       mode: mode_t(current.mode ?? 0o644), identifier: identifier)
         // Narrow the window between the version check and the rename as far as we can.
         let latest = try? item(identifier)
         guard latest?.version.contentVersion == baseVersion else {
-            unlink(temp)
+            _ = tree.unlink(temp)
             throw RemoteError.conflict(identifier, current: latest?.version)
         }
-        guard rename(temp, target) == 0 else {
+        guard tree.rename(temp, target) == 0 else {
             let code = errno
-            unlink(temp)
+            _ = tree.unlink(temp)
             throw failure(code, identifier, "rename")
         }
-        FileSystem.syncDirectory(directory)
+        tree.syncDirectory(directory)
         return try item(identifier)
     }
 
@@ -170,10 +209,11 @@ public struct LocalDirectoryRemote: RemoteStore {
         if let baseVersion, current.version.contentVersion != baseVersion {
             throw RemoteError.conflict(identifier, current: current.version)
         }
-        let p = try path(of: identifier)
-        let rc = current.type == .directory ? rmdir(p) : unlink(p)
+        let tree = try tree()
+        let relative = try relativePath(identifier)
+        let rc = current.type == .directory ? tree.rmdir(relative) : tree.unlink(relative)
         guard rc == 0 else { throw failure(errno, identifier, "delete") }
-        FileSystem.syncDirectory(PathName.directory(of: p))
+        tree.syncDirectory(FileSystem.parentPath(relative))
     }
 
     public func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
@@ -181,18 +221,18 @@ public struct LocalDirectoryRemote: RemoteStore {
         guard identifier != .rootContainer else { throw RemoteError.failed("the root cannot be moved") }
         try validate(name: newName)
         _ = try item(identifier)
-        let source = try path(of: identifier)
-        let parentPath = try path(of: newParent)
-        guard let parentStat = FileSystem.lstatPath(parentPath), FileSystem.isDirectory(parentStat) else {
+        let tree = try tree()
+        let source = try relativePath(identifier)
+        let parentRelative = try relativePath(newParent)
+        guard let parentStat = tree.lstat(parentRelative), FileSystem.isDirectory(parentStat) else {
             throw RemoteError.notFound(newParent)
         }
         let relative = newParent == .rootContainer ? newName : newParent.rawValue + "/" + newName
-        let target = parentPath + "/" + newName
-        guard mamfs_renameat2(AT_FDCWD, source, AT_FDCWD, target, mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(source, relative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
             throw failure(errno, ItemIdentifier(relative), "move")
         }
-        FileSystem.syncDirectory(parentPath)
-        FileSystem.syncDirectory(PathName.directory(of: source))
+        tree.syncDirectory(parentRelative)
+        tree.syncDirectory(FileSystem.parentPath(source))
         return try item(ItemIdentifier(relative))
     }
 
@@ -227,7 +267,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         }
     }
 
-    private func makeItem(relative: String, st: stat) -> RemoteItem? {
+    private func makeItem(relative: String, st: stat, tree: ConfinedDirectory) -> RemoteItem? {
         guard let type = FileSystem.itemType(st) else { return nil }
         let mtime = FileSystem.mtimeNanoseconds(st)
         let contentVersion: String
@@ -238,7 +278,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         case .directory: contentVersion = "d:\(st.st_ino)"; size = 0
         case .symlink:
             contentVersion = "l:\(st.st_ino):\(mtime)"
-            target = FileSystem.readLink(root + "/" + relative)
+            target = tree.readLink(relative)
         }
         let name = FileSystem.lastComponent(relative)
         let parentPath = FileSystem.parentPath(relative)
@@ -250,21 +290,34 @@ public struct LocalDirectoryRemote: RemoteStore {
                           mode: mode, symlinkTarget: target)
     }
 
-    /// Copies `url` into a fsynced temp file in `directory` with `mode`; returns its path.
-    private func writeTemporary(in directory: String, name: String, from url: URL, mode: mode_t,
+    /// Copies `url` into a fsynced temp file `.NAME.mamfs-tmp-XXXXXX` in `directory` (relative
+    /// to the root, made without following symlinks) with `mode`; returns its relative path.
+    private func writeTemporary(in directory: String, tree: ConfinedDirectory, name: String, from url: URL, mode: mode_t,
                                 identifier: ItemIdentifier) throws -> String {
-        let source = open(url.path, O_RDONLY | O_CLOEXEC)
+        let source = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard source >= 0 else { throw RemoteError.failed("cannot open \(url.path): \(String(cString: strerror(errno)))") }
         defer { close(source) }
-        guard let (fd, temp) = FileSystem.makeTemporaryFile(in: directory, name: name) else {
-            throw failure(errno, identifier, "create temp file")
+        var st = stat()
+        guard fstat(source, &st) == 0, FileSystem.isRegular(st) else {
+            throw RemoteError.failed("\(url.path) is not a regular file")
         }
+        let base = name.isEmpty ? "item" : String(decoding: name.utf8.prefix(80), as: UTF8.self)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+        var fd: Int32 = -1
+        var temp = ""
+        for _ in 0..<100 {
+            let suffix = String((0..<6).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
+            temp = ConfinedDirectory.child(directory, ".\(base).mamfs-tmp-\(suffix)")
+            fd = tree.open(temp, O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
+            if fd >= 0 || errno != EEXIST { break }
+        }
+        guard fd >= 0 else { throw failure(errno, identifier, "create temp file") }
         defer { close(fd) }
         do {
             try FileSystem.copyBytes(from: source, to: fd)
             guard fchmod(fd, mode & 0o7777) == 0, fsync(fd) == 0 else { throw MAMError.fromErrno("fsync") }
         } catch MAMError.system(_, let code) {
-            unlink(temp)
+            _ = tree.unlink(temp)
             throw failure(code, identifier, "write")
         }
         return temp

@@ -39,13 +39,45 @@ public struct LocalItemAttributes: Equatable, Sendable {
 
     /// Reads the attributes of `path` (not following symlinks); nil when it is not a provider item.
     public static func read(path: String) -> LocalItemAttributes? {
-        guard let id = FileSystem.getAttribute(path, itemAttribute) else { return nil }
+        read { FileSystem.getAttribute(path, $0) }
+    }
+
+    /// Reads the attributes of the regular file or directory `relative` below `tree` (no
+    /// symlink followed, no special file opened); nil when it is not a provider item.
+    static func read(_ relative: String, in tree: ConfinedDirectory) -> LocalItemAttributes? {
+        tree.withAttributePath(relative, failure: nil) { path in
+            read { FileSystem.getAttribute(followingPath: path, $0) }
+        }
+    }
+
+    private static func read(_ get: (String) -> String?) -> LocalItemAttributes? {
+        guard let id = get(itemAttribute) else { return nil }
         return LocalItemAttributes(
             identifier: ItemIdentifier(id),
-            contentVersion: FileSystem.getAttribute(path, versionAttribute),
-            size: FileSystem.getAttribute(path, sizeAttribute).flatMap { Int64($0) } ?? 0,
-            isPlaceholder: FileSystem.getAttribute(path, placeholderAttribute) == "1",
-            stamp: FileSystem.getAttribute(path, stampAttribute).flatMap { LocalStamp(encoded: $0) })
+            contentVersion: get(versionAttribute),
+            size: get(sizeAttribute).flatMap { Int64($0) } ?? 0,
+            isPlaceholder: get(placeholderAttribute) == "1",
+            stamp: get(stampAttribute).flatMap { LocalStamp(encoded: $0) })
+    }
+
+    /// Writes the attributes to the regular file `relative` below `tree`.
+    /// - Throws: `MAMError.system` (ELOOP for a symlink, EINVAL for a special file).
+    func write(_ relative: String, in tree: ConfinedDirectory) throws {
+        try tree.setAttribute(relative, Self.itemAttribute, identifier.rawValue)
+        if let contentVersion { try tree.setAttribute(relative, Self.versionAttribute, contentVersion) }
+        try tree.setAttribute(relative, Self.sizeAttribute, String(size))
+        if isPlaceholder {
+            try tree.setAttribute(relative, Self.placeholderAttribute, "1")
+            tree.removeAttributes(relative, [Self.stampAttribute])
+        } else {
+            tree.removeAttributes(relative, [Self.placeholderAttribute])
+            if let stamp { try tree.setAttribute(relative, Self.stampAttribute, stamp.encoded) }
+        }
+    }
+
+    /// Removes every provider attribute from `relative` below `tree`.
+    static func clear(_ relative: String, in tree: ConfinedDirectory) {
+        tree.removeAttributes(relative, all)
     }
 
     /// Writes the attributes to the open file `fd` (the placeholder flag is set or removed).
@@ -60,19 +92,6 @@ public struct LocalItemAttributes: Equatable, Sendable {
             _ = fremovexattr(fd, Self.placeholderAttribute)
             if let stamp { try FileSystem.setAttribute(fd: fd, Self.stampAttribute, stamp.encoded) }
         }
-    }
-
-    /// Writes the attributes to `path` (regular files and directories).
-    func write(path: String) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(path)") }
-        defer { close(fd) }
-        try write(fd: fd)
-    }
-
-    /// Removes every provider attribute from `path`.
-    static func clear(path: String) {
-        for name in all { FileSystem.removeAttribute(path, name) }
     }
 
     /// True when the materialized file at `path` (with stat `st`) differs from what was last

@@ -20,6 +20,10 @@ import MAMProtection
 /// descriptors must re-key the node afterwards.
 ///
 /// Errors: every method throws `MAMError` (remote failures mapped with `RemoteError.mamError`).
+///
+/// Confinement: every local operation goes through `ConfinedDirectory` on the local root (no
+/// symlink followed, nothing outside the root reached, no FIFO or device opened); remote
+/// names are compared as exact bytes (see `ItemIdentifier`).
 public final class NonReplicatedProvider: Sendable {
     let binding: ProviderBinding
 
@@ -33,6 +37,18 @@ public final class NonReplicatedProvider: Sendable {
     ///   `.cannotCreateOutput`.
     public init(localRoot: String, domain: FileProviderDomain) throws {
         binding = try ProviderBinding(localRoot: localRoot, domain: domain, kind: .nonReplicated)
+    }
+
+    /// The local root, opened for confined calls.
+    func tree() throws -> ConfinedDirectory { try layout.confined() }
+
+    /// `localPath` relative to the root.
+    /// - Throws: `.invalidArguments` for a path outside the root.
+    private func relative(_ localPath: String) throws -> String {
+        guard let relative = layout.relativePath(of: localPath) else {
+            throw MAMError.invalidArguments("\(localPath) is not inside \(layout.root)")
+        }
+        return relative
     }
 
     // MARK: Queries the mount makes
@@ -52,145 +68,6 @@ public final class NonReplicatedProvider: Sendable {
         return attributes.hasLocalChanges(st)
     }
 
-    // MARK: Placeholders
-
-    /// Makes the local root show the remote tree: missing directories created, missing files
-    /// as placeholders, placeholders of changed items refreshed, clean materialized copies of
-    /// changed items turned back into placeholders (fresh contents on next open), items gone
-    /// from the remote removed locally unless they hold un-uploaded changes (those lose their
-    /// item attributes and are uploaded as new items by the next `itemChanged`). A remote
-    /// rename shows as the old name removed and the new one added.
-    ///
-    /// Enumerates under the domain's account (`FileProviderDomain.enumerator(for:)`).
-    /// - Parameter progress: called after each item.
-    /// - Returns: the report; an unreachable remote is an error in it (`complete == false`) and
-    ///   nothing local is touched.
-    /// - Throws: only local failures that stop the whole pass (`.cannotCreateOutput`).
-    @discardableResult
-    public func createPlaceholders(progress: ((SyncProgress) -> Void)? = nil) throws -> SyncReport {
-        var report = SyncReport()
-        let items: [FileProviderItem]
-        let remoteItems: [RemoteItem]
-        do {
-            try binding.checkBeforePass()
-            remoteItems = try binding.remote.enumerateTree()
-            let enumerator = domain.enumerator(for: .rootContainer)
-            items = remoteItems.map(enumerator.domain.protectFileProviderItem)
-        } catch {
-            report.errors.append(SyncIssue(path: "", error: error))
-            report.complete = false
-            return report
-        }
-        let paths = ProviderBinding.localPaths(of: remoteItems)
-        let byId = Dictionary(remoteItems.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
-        var seen = Set<ItemIdentifier>()
-        var done = 0
-        for item in items {
-            guard let relative = paths[item.itemIdentifier], let remote = byId[item.itemIdentifier] else { continue }
-            seen.insert(item.itemIdentifier)
-            do {
-                try placeItem(remote, relative: relative, report: &report)
-            } catch {
-                report.errors.append(SyncIssue(path: relative, error: error))
-            }
-            done += 1
-            progress?(SyncProgress(done: done, total: items.count, path: relative))
-        }
-        removeVanished(directory: "", remoteIds: seen, report: &report)
-        report.anchor = (try? binding.database.anchor()) ?? 0
-        return report
-    }
-
-    private func placeItem(_ item: RemoteItem, relative: String, report: inout SyncReport) throws {
-        let path = layout.absolutePath(relative)
-        let st = FileSystem.lstatPath(path)
-        switch item.type {
-        case .directory:
-            if st == nil {
-                guard mkdir(path, 0o755) == 0 else { throw MAMError.fromErrno("mkdir \(path)") }
-                report.fetched += 1
-            } else if let st, !FileSystem.isDirectory(st) {
-                throw MAMError.cannotCreateOutput("\(relative) exists locally and is not a directory")
-            }
-            try FileSystem.setAttribute(path, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
-        case .symlink:
-            let target = item.symlinkTarget ?? ""
-            if let st {
-                guard FileSystem.isSymlink(st), FileSystem.readLink(path) != target else { return }
-                unlink(path)
-            }
-            guard symlink(target, path) == 0 else { throw MAMError.fromErrno("symlink \(path)") }
-            report.fetched += 1
-        case .file:
-            guard let st else {
-                try writePlaceholder(for: item, at: path, replacing: false)
-                report.placeholders += 1
-                return
-            }
-            guard FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(path: path),
-                  attributes.identifier == item.identifier else {
-                // A local file not uploaded yet under the same name: it is uploaded (and the
-                // clash resolved) by its own itemChanged.
-                return
-            }
-            guard attributes.contentVersion != item.version.contentVersion else { return }
-            if attributes.isPlaceholder || !attributes.hasLocalChanges(st) {
-                try writePlaceholder(for: item, at: path, replacing: true)
-                report.placeholders += 1
-            }
-        }
-    }
-
-    /// Removes local items whose remote item is gone (keeping those with local changes).
-    private func removeVanished(directory relative: String, remoteIds: Set<ItemIdentifier>, report: inout SyncReport) {
-        let path = layout.absolutePath(relative)
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
-        for name in names {
-            if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
-            if FileSystem.isTemporaryName(name) { continue }
-            let childRelative = relative.isEmpty ? name : relative + "/" + name
-            let child = layout.absolutePath(childRelative)
-            guard let st = FileSystem.lstatPath(child) else { continue }
-            if FileSystem.isDirectory(st) {
-                removeVanished(directory: childRelative, remoteIds: remoteIds, report: &report)
-                if let id = FileSystem.getAttribute(child, LocalItemAttributes.itemAttribute), !remoteIds.contains(ItemIdentifier(id)) {
-                    if rmdir(child) == 0 { report.deletedLocally += 1 } else { LocalItemAttributes.clear(path: child) }
-                }
-            } else if FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(path: child),
-                      !remoteIds.contains(attributes.identifier) {
-                try? binding.database.remove(attributes.identifier)
-                if attributes.hasLocalChanges(st) {
-                    LocalItemAttributes.clear(path: child)
-                } else if unlink(child) == 0 {
-                    report.deletedLocally += 1
-                }
-            }
-        }
-    }
-
-    /// Writes an empty placeholder file for `item` at `path` (atomically; `replacing` an
-    /// existing file or refusing to clobber one).
-    private func writePlaceholder(for item: RemoteItem, at path: String, replacing: Bool) throws {
-        let temp = try layout.makeTemporaryFile(name: item.filename)
-        let fd = open(temp.path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(temp.path)") }
-        defer { close(fd) }
-        let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
-                                             size: item.size, isPlaceholder: true, stamp: nil)
-        try attributes.write(fd: fd)
-        fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
-        remember(item, at: path)
-        if replacing {
-            try temp.move(to: path)
-        } else {
-            guard mamfs_renameat2(AT_FDCWD, temp.path, AT_FDCWD, path, mamfs_RENAME_NOREPLACE) == 0 else {
-                throw MAMError.fromErrno("create placeholder \(path)")
-            }
-            temp.release()
-            FileSystem.syncDirectory(PathName.directory(of: path))
-        }
-    }
-
     // MARK: Providing
 
     /// Materializes a placeholder: downloads the remote contents to a temp file, makes the
@@ -203,27 +80,30 @@ public final class NonReplicatedProvider: Sendable {
     ///   `.keyUnavailable` (account wiped). The placeholder is left as it was on failure.
     public func startProvidingItem(localPath: String) throws {
         try ProviderError.mapped {
-            guard let attributes = LocalItemAttributes.read(path: localPath) else {
+            let relative = try relative(localPath)
+            let tree = try tree()
+            guard let attributes = LocalItemAttributes.read(relative, in: tree) else {
                 throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
             }
             guard attributes.isPlaceholder else { return }
-            let download = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
+            // The plain download stays in memory; only the provided copy goes to the disk.
+            let download = try PlainBuffer(name: "mamfs-download")
             let item = try binding.remote.readContents(of: attributes.identifier, into: download.url)
-            try installProvidedCopy(plainFile: download.path, item: item, at: localPath) {
+            try installProvidedCopy(plain: download, item: item, at: relative, in: tree) {
                 // Only replace what is still the same placeholder.
-                LocalItemAttributes.read(path: localPath).map { $0.isPlaceholder && $0.identifier == attributes.identifier } ?? false
+                LocalItemAttributes.read(relative, in: tree).map { $0.isPlaceholder && $0.identifier == attributes.identifier } ?? false
             }
         }
     }
 
-    /// Makes the provided copy of `plainFile` for `item` and renames it to `path` when
+    /// Makes the provided copy of `plain` for `item` and renames it to `relative` when
     /// `stillWanted()` holds just before the rename (`noReplace`: never over an existing file).
-    private func installProvidedCopy(plainFile: String, item: RemoteItem, at path: String,
+    private func installProvidedCopy(plain: PlainBuffer, item: RemoteItem, at relative: String, in tree: ConfinedDirectory,
                                      noReplace: Bool = false, stillWanted: () -> Bool = { true }) throws {
         let provided = try layout.makeTemporaryFile(name: item.filename)
-        try ProviderRules.writeProvidedCopy(plainFile: plainFile, owner: binding.accountId,
+        try ProviderRules.writeProvidedCopy(plain: plain, owner: binding.accountId,
                                             destination: provided.path, context: binding.context)
-        let fd = open(provided.path, O_RDONLY | O_CLOEXEC)
+        let fd = open(provided.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw MAMError.fromErrno("open \(provided.path)") }
         defer { close(fd) }
         fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
@@ -232,19 +112,11 @@ public final class NonReplicatedProvider: Sendable {
         let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
                                              size: item.size, isPlaceholder: false, stamp: LocalStamp(st))
         try attributes.write(fd: fd)
-        remember(item, at: path)
+        remember(item, relative: relative)
         guard stillWanted() else {
-            throw MAMError.system("\(path) changed while it was being provided", errno: EAGAIN)
+            throw MAMError.system("\(relative) changed while it was being provided", errno: EAGAIN)
         }
-        if noReplace {
-            guard mamfs_renameat2(AT_FDCWD, provided.path, AT_FDCWD, path, mamfs_RENAME_NOREPLACE) == 0 else {
-                throw MAMError.fromErrno("create \(path)")
-            }
-            provided.release()
-            FileSystem.syncDirectory(PathName.directory(of: path))
-        } else {
-            try provided.move(to: path)
-        }
+        try provided.move(to: relative, in: tree, noReplace: noReplace)
     }
 
     /// Uploads the changes of a local file: its plain copy (`ProviderRules.plainCopyForUpload`,
@@ -261,36 +133,36 @@ public final class NonReplicatedProvider: Sendable {
     @discardableResult
     public func itemChanged(localPath: String) throws -> FileProviderItem? {
         try ProviderError.mapped {
-            guard let relative = layout.relativePath(of: localPath), !relative.isEmpty else {
-                throw MAMError.invalidArguments("\(localPath) is not inside \(layout.root)")
-            }
-            guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
+            let relative = try relative(localPath)
+            guard !relative.isEmpty else { throw MAMError.invalidArguments("\(localPath) is the local root") }
+            let tree = try tree()
+            guard let st = tree.lstat(relative) else { throw MAMError.fileNotFound(localPath) }
             guard FileSystem.isRegular(st) else { return nil }
-            guard let attributes = LocalItemAttributes.read(path: localPath) ?? recalled(relative) else {
-                return try uploadNew(localPath: localPath, relative: relative, stamp: LocalStamp(st))
+            guard let attributes = LocalItemAttributes.read(relative, in: tree) ?? recalled(relative) else {
+                return try uploadNew(relative: relative, in: tree, stamp: LocalStamp(st))
             }
             guard attributes.hasLocalChanges(st), let base = attributes.contentVersion else { return nil }
             let stamp = LocalStamp(st)
-            let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: localPath, receiver: binding.accountId,
-                                                                 layout: layout, context: binding.context)
+            let (copy, _) = try ProviderRules.plainCopyForUpload(relative: relative, in: tree, receiver: binding.accountId,
+                                                                 context: binding.context)
             do {
                 let item = try binding.remote.modify(attributes.identifier, baseVersion: base, contentsURL: copy.url)
-                try markUploaded(localPath: localPath, item: item, stamp: stamp)
+                try markUploaded(relative, in: tree, item: item, stamp: stamp)
                 return domain.protectFileProviderItem(item)
             } catch RemoteError.notFound {
-                return try uploadNew(localPath: localPath, relative: relative, stamp: stamp, plainCopy: copy)
+                return try uploadNew(relative: relative, in: tree, stamp: stamp, plainCopy: copy)
             } catch RemoteError.conflict {
-                return try keepBoth(localPath: localPath, relative: relative, remoteId: attributes.identifier,
+                return try keepBoth(relative: relative, in: tree, remoteId: attributes.identifier,
                                     plainCopy: copy, stamp: stamp)
             }
         }
     }
 
-    private func markUploaded(localPath: String, item: RemoteItem, stamp: LocalStamp) throws {
+    private func markUploaded(_ relative: String, in tree: ConfinedDirectory, item: RemoteItem, stamp: LocalStamp) throws {
         let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
                                              size: item.size, isPlaceholder: false, stamp: stamp)
-        try attributes.write(path: localPath)
-        remember(item, at: localPath)
+        try attributes.write(relative, in: tree)
+        remember(item, relative: relative)
     }
 
     /// Keeps a copy of an item's identity by local path in the database. The xattrs are the
@@ -298,6 +170,10 @@ public final class NonReplicatedProvider: Sendable {
     /// save-by-rename (a new inode without the xattrs) as a change of the same item.
     private func remember(_ item: RemoteItem, at path: String) {
         guard let relative = layout.relativePath(of: path) else { return }
+        remember(item, relative: relative)
+    }
+
+    func remember(_ item: RemoteItem, relative: String) {
         let record = ItemRecord(identifier: item.identifier, parent: item.parentIdentifier, filename: item.filename,
                                 type: item.type, size: item.size, version: item.version, owner: binding.accountId,
                                 localPath: relative, local: LocalStamp(inode: 0, size: 0, mtime: 0))
@@ -313,49 +189,52 @@ public final class NonReplicatedProvider: Sendable {
 
     /// Uploads a local file that has no remote item yet (created in the mount, or its item was
     /// deleted remotely while it had changes).
-    private func uploadNew(localPath: String, relative: String, stamp: LocalStamp, plainCopy: TemporaryFile? = nil) throws -> FileProviderItem {
-        let copy = try plainCopy ?? ProviderRules.plainCopyForUpload(localPath: localPath, receiver: binding.accountId,
-                                                                      layout: layout, context: binding.context).copy
-        let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative))
+    private func uploadNew(relative: String, in tree: ConfinedDirectory, stamp: LocalStamp,
+                           plainCopy: PlainBuffer? = nil) throws -> FileProviderItem {
+        let copy = try plainCopy ?? ProviderRules.plainCopyForUpload(relative: relative, in: tree, receiver: binding.accountId,
+                                                                      context: binding.context).copy
+        let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative), in: tree)
         let name = FileSystem.lastComponent(relative)
         do {
             let item = try binding.remote.create(parent: parent, name: name, contents: .file(copy.url))
-            try markUploaded(localPath: localPath, item: item, stamp: stamp)
+            try markUploaded(relative, in: tree, item: item, stamp: stamp)
             return domain.protectFileProviderItem(item)
         } catch RemoteError.conflict(let existing, _) {
-            return try keepBoth(localPath: localPath, relative: relative, remoteId: existing, plainCopy: copy, stamp: stamp)
+            return try keepBoth(relative: relative, in: tree, remoteId: existing, plainCopy: copy, stamp: stamp)
         }
     }
 
     /// Both sides changed: the local file goes up as a new item under a conflict name and
     /// moves to that name locally; the remote item keeps the original name (as a placeholder).
-    private func keepBoth(localPath: String, relative: String, remoteId: ItemIdentifier,
-                          plainCopy: TemporaryFile, stamp: LocalStamp) throws -> FileProviderItem {
+    private func keepBoth(relative: String, in tree: ConfinedDirectory, remoteId: ItemIdentifier,
+                          plainCopy: PlainBuffer, stamp: LocalStamp) throws -> FileProviderItem {
         let parentRelative = FileSystem.parentPath(relative)
-        let parent = try ensureRemoteDirectory(parentRelative)
-        let siblings = Set((try? binding.remote.enumerate(container: parent))?.map(\.filename) ?? [])
+        let parent = try ensureRemoteDirectory(parentRelative, in: tree)
+        let siblings = Set(((try? binding.remote.enumerate(container: parent))?.map(\.filename) ?? []).map(ExactKey.init))
         let name = ConflictName.make(for: FileSystem.lastComponent(relative)) { candidate in
-            siblings.contains(candidate) || FileSystem.lstatPath(layout.absolutePath(FileSystem.join(parentRelative, candidate))) != nil
+            siblings.contains(ExactKey(candidate)) || tree.lstat(ConfinedDirectory.child(parentRelative, candidate)) != nil
         }
         let item = try binding.remote.create(parent: parent, name: name, contents: .file(plainCopy.url))
-        let conflictPath = layout.absolutePath(parentRelative.isEmpty ? name : parentRelative + "/" + name)
-        guard mamfs_renameat2(AT_FDCWD, localPath, AT_FDCWD, conflictPath, mamfs_RENAME_NOREPLACE) == 0 else {
-            throw MAMError.fromErrno("rename \(localPath) to its conflict name")
+        let conflictRelative = parentRelative.isEmpty ? name : parentRelative + "/" + name
+        guard tree.rename(relative, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+            throw MAMError.fromErrno("rename \(relative) to its conflict name")
         }
-        try markUploaded(localPath: conflictPath, item: item, stamp: stamp)
+        try markUploaded(conflictRelative, in: tree, item: item, stamp: stamp)
         if let current = try? binding.remote.item(remoteId), current.type == .file {
-            try? writePlaceholder(for: current, at: localPath, replacing: false)
+            try? writePlaceholder(for: current, at: relative, in: tree, replacing: false)
         }
         return domain.protectFileProviderItem(item)
     }
 
     /// The remote identifier of a local directory, creating it (and its missing parents) on
     /// the remote when it has none yet.
-    private func ensureRemoteDirectory(_ relative: String) throws -> ItemIdentifier {
+    private func ensureRemoteDirectory(_ relative: String, in tree: ConfinedDirectory) throws -> ItemIdentifier {
         if relative.isEmpty { return .rootContainer }
-        let path = layout.absolutePath(relative)
-        if let id = FileSystem.getAttribute(path, LocalItemAttributes.itemAttribute) { return ItemIdentifier(id) }
-        let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative))
+        guard let st = tree.lstat(relative), FileSystem.isDirectory(st) else {
+            throw MAMError.fromErrno("\(relative) is not a local directory")
+        }
+        if let id = tree.getAttribute(relative, LocalItemAttributes.itemAttribute) { return ItemIdentifier(id) }
+        let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative), in: tree)
         let name = FileSystem.lastComponent(relative)
         let item: RemoteItem
         do {
@@ -364,7 +243,7 @@ public final class NonReplicatedProvider: Sendable {
             item = try binding.remote.item(existing)
             guard item.type == .directory else { throw RemoteError.conflict(existing, current: item.version) }
         }
-        try FileSystem.setAttribute(path, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
+        try tree.setAttribute(relative, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
         return item.identifier
     }
 
@@ -398,20 +277,21 @@ public final class NonReplicatedProvider: Sendable {
     @discardableResult
     public func itemMoved(localPath: String) throws -> FileProviderItem {
         try ProviderError.mapped {
+            let tree = try tree()
             guard let relative = layout.relativePath(of: localPath), !relative.isEmpty,
-                  let id = FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute) else {
+                  let id = tree.getAttribute(relative, LocalItemAttributes.itemAttribute) else {
                 throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
             }
-            let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative))
+            let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative), in: tree)
             let name = FileSystem.lastComponent(relative)
             if let current = try? binding.remote.item(ItemIdentifier(id)), current.parentIdentifier == parent,
-               current.filename == name {
+               ExactName.equal(current.filename, name) {
                 // Already there (a rename back, or a move already made): nothing to do.
                 remember(current, at: localPath)
                 return domain.protectFileProviderItem(current)
             }
             let item = try binding.remote.move(ItemIdentifier(id), toParent: parent, newName: name)
-            try FileSystem.setAttribute(localPath, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
+            try tree.setAttribute(relative, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
             try? binding.database.remove(ItemIdentifier(id))
             remember(item, at: localPath)
             if item.type == .directory {
@@ -420,10 +300,10 @@ public final class NonReplicatedProvider: Sendable {
                     guard let parentPath = relativeIds[child.parentIdentifier] else { continue }
                     let childRelative = parentPath.isEmpty ? child.filename : parentPath + "/" + child.filename
                     relativeIds[child.identifier] = childRelative
-                    let childPath = localPath + "/" + childRelative
-                    guard FileSystem.getAttribute(childPath, LocalItemAttributes.itemAttribute) != nil else { continue }
-                    try FileSystem.setAttribute(childPath, LocalItemAttributes.itemAttribute, child.identifier.rawValue)
-                    if child.type == .file { remember(child, at: childPath) }
+                    let childPath = relative + "/" + childRelative
+                    guard tree.getAttribute(childPath, LocalItemAttributes.itemAttribute) != nil else { continue }
+                    try tree.setAttribute(childPath, LocalItemAttributes.itemAttribute, child.identifier.rawValue)
+                    if child.type == .file { remember(child, relative: childPath) }
                 }
             }
             return domain.protectFileProviderItem(item)
@@ -449,8 +329,10 @@ public final class NonReplicatedProvider: Sendable {
     /// - Throws: as `itemChanged` and `itemMoved`.
     public func itemRenamed(localPath: String, replaced: LocalItemAttributes?) throws {
         try ProviderError.mapped {
-            guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
-            let own = FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute)
+            let relative = try relative(localPath)
+            let tree = try tree()
+            guard let st = tree.lstat(relative) else { throw MAMError.fileNotFound(localPath) }
+            let own = tree.getAttribute(relative, LocalItemAttributes.itemAttribute)
             if let replaced, replaced.identifier.rawValue == own {
                 try itemMoved(localPath: localPath)
                 return
@@ -461,9 +343,9 @@ public final class NonReplicatedProvider: Sendable {
                     var adopted = replaced
                     adopted.isPlaceholder = false
                     adopted.stamp = nil
-                    try adopted.write(path: localPath)
+                    try adopted.write(relative, in: tree)
                     try itemChanged(localPath: localPath)
-                    if let id = FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute),
+                    if let id = tree.getAttribute(relative, LocalItemAttributes.itemAttribute),
                        id == replaced.identifier.rawValue {
                         try itemMoved(localPath: localPath)
                     }
@@ -479,7 +361,7 @@ public final class NonReplicatedProvider: Sendable {
                 try itemChanged(localPath: localPath)
             }
             if let replaced { try deleteItem(withIdentifier: replaced.identifier, baseVersion: replaced.contentVersion) }
-            if FileSystem.getAttribute(localPath, LocalItemAttributes.itemAttribute) != nil {
+            if tree.getAttribute(relative, LocalItemAttributes.itemAttribute) != nil {
                 try itemMoved(localPath: localPath)
             }
         }
@@ -494,25 +376,35 @@ public final class NonReplicatedProvider: Sendable {
     public func uploadPendingChanges(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
         var report = SyncReport()
         var pending: [String] = []
+        let tree: ConfinedDirectory
+        do { tree = try self.tree() } catch {
+            report.errors.append(SyncIssue(path: "", error: error))
+            report.complete = false
+            return report
+        }
         func walk(_ relative: String) {
-            let path = layout.absolutePath(relative)
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+            let names = tree.names(in: relative) { escaped in
+                report.errors.append(SyncIssue(path: ConfinedDirectory.child(relative, escaped),
+                                               error: MAMError.invalidArguments("the local name is not valid UTF-8; not uploaded")))
+            }
+            guard let names else { return }
             for name in names.sorted() {
                 if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
                 if FileSystem.isTemporaryName(name) { continue }
                 let childRelative = relative.isEmpty ? name : relative + "/" + name
-                guard let st = FileSystem.lstatPath(layout.absolutePath(childRelative)) else { continue }
+                guard let st = tree.lstat(childRelative) else { continue }
                 if FileSystem.isDirectory(st) {
                     walk(childRelative)
-                } else if Self.hasPendingChanges(localPath: layout.absolutePath(childRelative)) {
-                    pending.append(childRelative)
+                } else if FileSystem.isRegular(st) {
+                    let attributes = LocalItemAttributes.read(childRelative, in: tree)
+                    if attributes?.hasLocalChanges(st) ?? true { pending.append(childRelative) }
                 }
             }
         }
         walk("")
         for (index, relative) in pending.enumerated() {
             let path = layout.absolutePath(relative)
-            let existed = LocalItemAttributes.read(path: path) != nil
+            let existed = LocalItemAttributes.read(relative, in: tree) != nil
             do {
                 if try itemChanged(localPath: path) != nil {
                     if existed { report.modified += 1 } else { report.created += 1 }
@@ -545,9 +437,13 @@ public final class NonReplicatedProvider: Sendable {
 
     /// Eviction without an open provider (for `mamfs provider evict`).
     static func evict(localPath: String, layout: ProviderLayout, database: ProviderDatabase) throws {
-        guard let st = FileSystem.lstatPath(localPath) else { throw MAMError.fileNotFound(localPath) }
-        guard FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(path: localPath) else {
-            if FileSystem.isRegular(st), layout.relativePath(of: localPath).map({ !$0.isEmpty }) == true {
+        guard let relative = layout.relativePath(of: localPath), !relative.isEmpty else {
+            throw MAMError.invalidArguments("\(localPath) is not a file-provider file")
+        }
+        let tree = try layout.confined()
+        guard let st = tree.lstat(relative) else { throw MAMError.fileNotFound(localPath) }
+        guard FileSystem.isRegular(st), let attributes = LocalItemAttributes.read(relative, in: tree) else {
+            if FileSystem.isRegular(st) {
                 // Created (or replaced by a save-by-rename) and not uploaded yet.
                 throw pendingUpload(localPath)
             }
@@ -556,7 +452,7 @@ public final class NonReplicatedProvider: Sendable {
         guard !attributes.isPlaceholder else { return }
         guard !attributes.hasLocalChanges(st) else { throw pendingUpload(localPath) }
         let temp = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
-        let fd = open(temp.path, O_RDWR | O_CLOEXEC)
+        let fd = open(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw MAMError.fromErrno("open \(temp.path)") }
         defer { close(fd) }
         var placeholder = attributes
@@ -564,7 +460,7 @@ public final class NonReplicatedProvider: Sendable {
         placeholder.stamp = nil
         try placeholder.write(fd: fd)
         fchmod(fd, st.st_mode & 0o777)
-        try temp.move(to: localPath)
+        try temp.move(to: relative, in: tree)
     }
 
     /// The refusal to evict a file whose contents are not on the remote yet (EBUSY).
@@ -591,7 +487,8 @@ public final class NonReplicatedProvider: Sendable {
             guard let directoryRelative = layout.relativePath(of: directory) else {
                 throw MAMError.invalidArguments("\(directory) is not inside \(layout.root)")
             }
-            guard let dirStat = FileSystem.lstatPath(layout.absolutePath(directoryRelative)), FileSystem.isDirectory(dirStat) else {
+            let tree = try tree()
+            guard let dirStat = tree.lstat(directoryRelative), FileSystem.isDirectory(dirStat) else {
                 throw MAMError.fileNotFound(directory)
             }
             guard let sourceStat = FileSystem.lstatPath(sourcePath) else { throw MAMError.fileNotFound(sourcePath) }
@@ -599,19 +496,19 @@ public final class NonReplicatedProvider: Sendable {
             let name = PathName.lastComponent(of: sourcePath)
             let targetRelative = directoryRelative.isEmpty ? name : directoryRelative + "/" + name
             let target = layout.absolutePath(targetRelative)
-            guard FileSystem.lstatPath(target) == nil else {
+            guard tree.lstat(targetRelative) == nil else {
                 throw MAMError.cannotCreateOutput("\(target) already exists")
             }
             let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: sourcePath, receiver: binding.accountId,
                                                                  layout: layout, context: binding.context)
-            let parent = try ensureRemoteDirectory(directoryRelative)
+            let parent = try ensureRemoteDirectory(directoryRelative, in: tree)
             let item: RemoteItem
             do {
                 item = try binding.remote.create(parent: parent, name: name, contents: .file(copy.url))
             } catch RemoteError.conflict {
                 throw MAMError.cannotCreateOutput("'\(name)' already exists on the remote in \(directoryRelative.isEmpty ? "/" : directoryRelative)")
             }
-            try installProvidedCopy(plainFile: copy.path, item: item, at: target, noReplace: true)
+            try installProvidedCopy(plain: copy, item: item, at: targetRelative, in: tree, noReplace: true)
             return domain.protectFileProviderItem(item)
         }
     }

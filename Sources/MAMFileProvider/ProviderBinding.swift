@@ -63,7 +63,8 @@ final class ProviderBinding: @unchecked Sendable {
     }
 
     /// The local path (relative) for each remote item, built from the remote tree: the local
-    /// tree mirrors the remote one. Items whose parent is unknown are left out.
+    /// tree mirrors the remote one. Items whose parent is unknown, and items whose name could
+    /// not be one directory entry ("", ".", "..", a "/" or NUL in it), are left out.
     static func localPaths(of items: [RemoteItem]) -> [ItemIdentifier: String] {
         var paths: [ItemIdentifier: String] = [.rootContainer: ""]
         var pending = items
@@ -72,6 +73,7 @@ final class ProviderBinding: @unchecked Sendable {
             progress = false
             var next: [RemoteItem] = []
             for item in pending {
+                guard isPlainName(item.filename) else { continue }
                 if let parent = paths[item.parentIdentifier] {
                     paths[item.identifier] = parent.isEmpty ? item.filename : parent + "/" + item.filename
                     progress = true
@@ -83,5 +85,11 @@ final class ProviderBinding: @unchecked Sendable {
         }
         paths[.rootContainer] = nil
         return paths
+    }
+
+    /// True for a name that is exactly one directory entry.
+    static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(0x2F) && !name.utf8.contains(0)
+            && name.utf8.count <= 255
     }
 }

@@ -167,14 +167,15 @@ enum ReplicatedImport {
         let name = PathName.lastComponent(of: sourcePath)
         let relative = directoryRelative.isEmpty ? name : directoryRelative + "/" + name
         let target = layout.absolutePath(relative)
-        guard FileSystem.lstatPath(target) == nil else { throw MAMError.cannotCreateOutput("\(target) already exists") }
+        let tree = try layout.confined()
+        guard tree.lstat(relative) == nil else { throw MAMError.cannotCreateOutput("\(target) already exists") }
         let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: sourcePath, receiver: provider.domain.accountId,
                                                              layout: layout, context: provider.domain.context)
         let provided = try layout.makeTemporaryFile(name: name)
-        try ProviderRules.writeProvidedCopy(plainFile: copy.path, owner: provider.domain.accountId,
+        try ProviderRules.writeProvidedCopy(plain: copy, owner: provider.domain.accountId,
                                             destination: provided.path, context: provider.domain.context)
         chmod(provided.path, 0o644)
-        try provided.move(to: target)
+        try provided.move(to: relative, in: tree, noReplace: true)
         let report = provider.syncOnce()
         if let issue = report.errors.first(where: { $0.path == relative || $0.path.isEmpty }) {
             throw MAMError.system(issue.message, errno: issue.errno)

@@ -74,7 +74,7 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
     }
 
     private static func header(_ path: String) -> ProtectedFileHeader? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         return (try? ProtectedFileHeader.read(fd: fd)) ?? nil

@@ -8,10 +8,15 @@ import MAMProtection
 /// ROOT/.mamfs-provider/          0700, hidden by the mount
 ///     provider.db                SQLite (WAL): configuration, and for the replicated
 ///                                provider the item database and sync anchor
-///     tmp/                       0600 temp files (downloads, provided copies, plain copies
-///                                for upload); same filesystem as ROOT, so a finished copy is
-///                                renamed into the tree atomically
+///     tmp/s-PID-RANDOM/          one 0700 directory per running process
+///                                (`ProviderTemporaryArea`): 0600 temp files of provided copies
+///                                and placeholders, on the same filesystem as ROOT so a finished
+///                                copy is renamed into the tree atomically. Never plaintext of a
+///                                managed file: downloads and upload copies are in memory.
 /// ```
+///
+/// Every operation on the tree goes through `confined()` (no symlink followed, nothing
+/// outside ROOT reachable).
 public struct ProviderLayout: Sendable {
     /// Name of the metadata directory at the top of the local root. The mount must not show it.
     public static let metadataDirectoryName = ".mamfs-provider"
@@ -37,33 +42,38 @@ public struct ProviderLayout: Sendable {
     public var exists: Bool { FileSystem.lstatPath(databasePath) != nil }
 
     /// Creates the root (if missing), the metadata directory (0700) and its tmp directory, and
-    /// removes temp files a crashed run left behind (older than an hour, so the temp files of
-    /// another process working on the same root right now are left alone).
-    /// - Throws: `.cannotCreateOutput`.
+    /// removes what crashed or killed runs left in tmp (`ProviderTemporaryArea.sweep`: every
+    /// session directory no live process holds).
+    /// - Throws: `.cannotCreateOutput` (also when the metadata or tmp directory is a symlink
+    ///   or not a directory).
     func prepare() throws {
         try FileSystem.makeDirectories(root)
         for directory in [metadataDirectory, temporaryDirectory] {
             if mkdir(directory, 0o700) != 0 && errno != EEXIST {
                 throw MAMError.cannotCreateOutput("\(directory): \(String(cString: strerror(errno)))")
             }
+            guard let st = FileSystem.lstatPath(directory), FileSystem.isDirectory(st) else {
+                throw MAMError.cannotCreateOutput("\(directory) is not a directory")
+            }
             chmod(directory, 0o700)
         }
-        let cutoff = Int64(Date().timeIntervalSince1970 - 3600) * 1_000_000_000
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: temporaryDirectory)) ?? [] {
-            let path = temporaryDirectory + "/" + name
-            if let st = FileSystem.lstatPath(path), FileSystem.mtimeNanoseconds(st) < cutoff { unlink(path) }
-        }
+        ProviderTemporaryArea.sweep(temporaryDirectory)
     }
 
-    /// A new empty 0600 temp file in `tmp/`, removed when the value goes away unless it was
-    /// renamed away with `TemporaryFile.move(to:)`.
+    /// The root as a `ConfinedDirectory` (every tree operation goes through one).
+    /// - Throws: `MAMError.system` when the root cannot be opened.
+    func confined() throws -> ConfinedDirectory { try ConfinedDirectory(path: root) }
+
+    /// A new empty 0600 temp file in this process's session directory of `tmp/`, removed when
+    /// the value goes away unless it was renamed away with `TemporaryFile.move`.
     /// - Throws: `.cannotCreateOutput`.
     func makeTemporaryFile(name: String = "item") throws -> TemporaryFile {
-        guard let (fd, path) = FileSystem.makeTemporaryFile(in: temporaryDirectory, name: name) else {
-            throw MAMError.cannotCreateOutput("temp file in \(temporaryDirectory): \(String(cString: strerror(errno)))")
+        let session = try ProviderTemporaryArea.session(for: self)
+        guard let (fd, path) = FileSystem.makeTemporaryFile(in: session.path, name: name) else {
+            throw MAMError.cannotCreateOutput("temp file in \(session.path): \(String(cString: strerror(errno)))")
         }
         close(fd)
-        return TemporaryFile(path: path)
+        return TemporaryFile(path: path, relative: session.relative + "/" + PathName.lastComponent(of: path))
     }
 
     /// The path of a local item relative to the root ("" for the root itself), nil when `path`
@@ -94,23 +104,29 @@ public struct ProviderLayout: Sendable {
 /// A temp file that is unlinked when released, unless moved into place.
 final class TemporaryFile {
     private(set) var path: String
+    /// The path relative to the local root.
+    let relative: String
     private var owned = true
 
-    init(path: String) { self.path = path }
+    init(path: String, relative: String) {
+        self.path = path
+        self.relative = relative
+    }
 
     var url: URL { URL(fileURLWithPath: path) }
 
-    /// Renames the file to `target` (same filesystem), replacing it atomically, and fsyncs the
-    /// target's directory. After this the file is no longer removed on release.
+    /// Renames the file to `target` (relative to `root`, same filesystem), atomically
+    /// replacing what is there (or, with `noReplace`, failing with EEXIST), without following
+    /// any symlink, and fsyncs the target's directory. After this the file is no longer
+    /// removed on release.
     /// - Throws: `.system` with the rename errno; the temp file is still owned then.
-    func move(to target: String) throws {
-        guard rename(path, target) == 0 else { throw MAMError.fromErrno("rename to \(target)") }
+    func move(to target: String, in root: ConfinedDirectory, noReplace: Bool = false) throws {
+        guard root.rename(relative, target, flags: noReplace ? mamfs_RENAME_NOREPLACE : 0) == 0 else {
+            throw MAMError.fromErrno(noReplace ? "create \(target)" : "rename to \(target)")
+        }
         owned = false
-        FileSystem.syncDirectory(PathName.directory(of: target))
+        root.syncDirectory(FileSystem.parentPath(target))
     }
-
-    /// Forgets the file (it was renamed away by the caller).
-    func release() { owned = false }
 
     deinit {
         if owned { unlink(path) }

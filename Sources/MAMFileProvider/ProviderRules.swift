@@ -1,3 +1,4 @@
+import COpenSSL
 import CSystem
 import Foundation
 import MAMProtection
@@ -30,30 +31,28 @@ public enum ProviderRules {
     /// read; the remote is never touched.
     ///
     /// - Parameters:
-    ///   - plainFile: the downloaded plain bytes (a temp file).
+    ///   - plain: the downloaded plain bytes, in memory (never on the local disk).
     ///   - owner: canonical accountId ("" = unmanaged).
     ///   - destination: an existing temp file in the local root's filesystem; replaced by the
     ///     provided copy (mode 0600; the caller sets the final mode and renames it into place).
+    ///     Encrypted as it is written when the policy encrypts, so no plaintext reaches it.
     /// - Throws: `.keyUnavailable` when the owner was wiped (nothing is handed out for it any
     ///   more); what `encryptFile` throws; `.system` on I/O errors.
-    static func writeProvidedCopy(plainFile: String, owner: String, destination: String, context: ProtectionContext) throws {
+    static func writeProvidedCopy(plain: PlainBuffer, owner: String, destination: String, context: ProtectionContext) throws {
         if context.isWiped(owner: owner) {
             throw MAMError.keyUnavailable("account \(owner) was wiped; its provider items are not provided any more")
         }
         if shouldEncryptProvidedCopy(owner: owner, context: context) {
-            try context.files.encryptFile(path: plainFile, forAccountId: owner, output: destination)
+            try context.files.encryptFile(path: plain.path, forAccountId: owner, output: destination)
             return
         }
         let header = try ProtectedFileHeader(plainOwner: owner).encoded()
-        let source = open(plainFile, O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else { throw MAMError.fromErrno("open \(plainFile)") }
-        defer { close(source) }
         let out = open(destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
         guard out >= 0 else { throw MAMError.fromErrno("open \(destination)") }
         defer { close(out) }
         let written = header.withUnsafeBytes { pwrite(out, $0.baseAddress, $0.count, 0) }
         guard written == header.count else { throw MAMError.fromErrno("write header of \(destination)") }
-        try FileSystem.copyBytes(from: source, to: out, at: Int64(header.count))
+        try FileSystem.copyBytes(from: plain.fd, to: out, at: Int64(header.count))
         guard fsync(out) == 0 else { throw MAMError.fromErrno("fsync \(destination)") }
     }
 
@@ -82,7 +81,7 @@ public enum ProviderRules {
 
     /// The plain bytes to upload for a local file, in a new temp file: the receive check
     /// (`checkCanReceive`) first, then a protected file (encrypted or plain-tagged) is
-    /// decrypted to the copy path with `decryptFile(path:toCopyPath:)`, an untagged one copied.
+    /// decrypted into the copy (as `decryptFile(path:toCopyPath:)` would), an untagged one copied.
     /// The local file is never changed. The copy is verified not to start with the
     /// protected-file magic, so ciphertext or a header can never reach the remote.
     ///
@@ -90,32 +89,79 @@ public enum ProviderRules {
     /// upload the copy" and "creating an item ... with contents (and modifying one): if the
     /// contents are encrypted, decrypt to a copy; ... upload the plain copy".
     ///
+    /// The copy is in memory (`PlainBuffer`, a memfd): plaintext of a managed file never
+    /// reaches the local disk, and a killed run leaves none behind.
+    ///
     /// - Returns: the plain copy and the file's owner (nil untagged).
     /// - Throws: `.policyDenied` (refused: nothing was copied), `.fileNotFound`,
     ///   `.keyUnavailable` / `.authenticationFailed` (cannot decrypt), `.failedToDecrypt` for a
     ///   file protected twice, `.cannotCreateOutput`.
     static func plainCopyForUpload(localPath: String, receiver: String, layout: ProviderLayout,
-                                   context: ProtectionContext) throws -> (copy: TemporaryFile, owner: String?) {
-        let fd = open(localPath, O_RDONLY | O_CLOEXEC)
+                                   context: ProtectionContext) throws -> (copy: PlainBuffer, owner: String?) {
+        if let relative = layout.relativePath(of: localPath), !relative.isEmpty {
+            return try plainCopyForUpload(relative: relative, in: try layout.confined(), receiver: receiver, context: context)
+        }
+        // A source outside the root (import): the caller named it, but a FIFO or device is
+        // still refused without blocking.
+        let fd = open(localPath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             if errno == ENOENT { throw MAMError.fileNotFound(localPath) }
             throw MAMError.fromErrno("open \(localPath)")
         }
         defer { close(fd) }
-        let header = try ProtectedFileHeader.read(fd: fd)
-        try checkCanReceive(fileOwner: header?.owner, receiver: receiver, path: localPath, context: context)
-        let copy = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
-        if header != nil {
-            try context.files.decryptFile(path: localPath, toCopyPath: copy.path)
-        } else {
-            let out = open(copy.path, O_WRONLY | O_CLOEXEC)
-            guard out >= 0 else { throw MAMError.fromErrno("open \(copy.path)") }
-            defer { close(out) }
-            try FileSystem.copyBytes(from: fd, to: out)
+        return try plainCopyForUpload(fd: fd, path: localPath, receiver: receiver, context: context)
+    }
+
+    /// `plainCopyForUpload` for the file `relative` below `root` (opened without following a
+    /// symlink; a FIFO, socket or device is refused without blocking).
+    static func plainCopyForUpload(relative: String, in root: ConfinedDirectory, receiver: String,
+                                   context: ProtectionContext) throws -> (copy: PlainBuffer, owner: String?) {
+        let fd = root.openExisting(relative, O_RDONLY)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw MAMError.fileNotFound(relative) }
+            throw MAMError.fromErrno("open \(relative)")
         }
-        chmod(copy.path, 0o600)
-        if FileSystem.startsWithMagic(copy.path) {
-            throw MAMError.failedToDecrypt("\(localPath) is protected twice; refusing to upload it")
+        defer { close(fd) }
+        return try plainCopyForUpload(fd: fd, path: relative, receiver: receiver, context: context)
+    }
+
+    private static func plainCopyForUpload(fd: Int32, path: String, receiver: String,
+                                           context: ProtectionContext) throws -> (copy: PlainBuffer, owner: String?) {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw MAMError.fromErrno("stat \(path)") }
+        guard FileSystem.isRegular(st) else { throw MAMError.invalidArguments("\(path) is not a regular file") }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        let header = try ProtectedFileHeader.read(fd: fd)
+        try checkCanReceive(fileOwner: header?.owner, receiver: receiver, path: path, context: context)
+        let copy = try PlainBuffer(name: "mamfs-upload")
+        if let header {
+            let content = try ProtectedFileContent(fd: fd, header: header, fileKey: try context.fileKey(for: header))
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+            defer {
+                OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+                buffer.deallocate()
+            }
+            let size = try content.plaintextSize()
+            var offset: Int64 = 0
+            while offset < size {
+                let n = try content.read(into: buffer, at: offset)
+                if n == 0 { break }
+                var done = 0
+                while done < n {
+                    let w = pwrite(copy.fd, buffer.baseAddress! + done, n - done, off_t(offset) + off_t(done))
+                    if w < 0 {
+                        if errno == EINTR { continue }
+                        throw MAMError.cannotCreateOutput("upload copy of \(path): \(String(cString: strerror(errno)))")
+                    }
+                    done += w
+                }
+                offset += Int64(n)
+            }
+        } else {
+            try FileSystem.copyBytes(from: fd, to: copy.fd)
+        }
+        if FileSystem.startsWithMagic(fd: copy.fd) {
+            throw MAMError.failedToDecrypt("\(path) is protected twice; refusing to upload it")
         }
         return (copy, header?.owner)
     }

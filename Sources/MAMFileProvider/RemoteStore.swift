@@ -6,6 +6,10 @@ import MAMProtection
 /// The value is opaque to the providers: each `RemoteStore` decides what it means (for
 /// `LocalDirectoryRemote` it is the path relative to the remote root). `rootContainer` names
 /// the root of every store.
+///
+/// Identifiers are equal, hashed and ordered by their exact UTF-8 bytes, never by Unicode
+/// canonical equivalence: `cafe` + U+0301 and `caf` + U+00E9 are two items (as they are two
+/// files on Linux), so two remote names can never merge into one item.
 public struct ItemIdentifier: RawRepresentable, Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
     /// The store's name for the item.
     public let rawValue: String
@@ -18,7 +22,14 @@ public struct ItemIdentifier: RawRepresentable, Hashable, Comparable, Codable, S
     public static let rootContainer = ItemIdentifier(rawValue: ".")
 
     public var description: String { rawValue }
-    public static func < (a: ItemIdentifier, b: ItemIdentifier) -> Bool { a.rawValue < b.rawValue }
+    public static func == (a: ItemIdentifier, b: ItemIdentifier) -> Bool { a.rawValue.utf8.elementsEqual(b.rawValue.utf8) }
+    public func hash(into hasher: inout Hasher) {
+        for byte in rawValue.utf8 { hasher.combine(byte) }
+        hasher.combine(0xFF as UInt8)
+    }
+    public static func < (a: ItemIdentifier, b: ItemIdentifier) -> Bool {
+        a.rawValue.utf8.lexicographicallyPrecedes(b.rawValue.utf8)
+    }
 
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)

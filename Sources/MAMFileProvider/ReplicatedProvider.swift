@@ -49,13 +49,19 @@ public final class ReplicatedProvider: Sendable {
         defer { passLock.unlock() }
         // Another process (a mount and the CLI) may sync the same replica: one pass at a time.
         let lockPath = layout.metadataDirectory + "/sync.lock"
-        let lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         if lockFD >= 0 {
             while flock(lockFD, LOCK_EX) != 0 && errno == EINTR {}
         }
         defer { if lockFD >= 0 { flock(lockFD, LOCK_UN); close(lockFD) } }
-        let pass = ReplicatedSyncPass(binding: binding, progress: progress)
-        return pass.run()
+        do {
+            return try ReplicatedSyncPass(binding: binding, progress: progress).run()
+        } catch {
+            var report = SyncReport()
+            report.errors.append(SyncIssue(path: "", error: error))
+            report.complete = false
+            return report
+        }
     }
 
     /// The status of a path in the replica (see `ProviderItemStatus`).

@@ -23,6 +23,12 @@ import MAMProtection
 /// 5. new remote items -> fetched (a new local item with the same name is kept under a
 ///    conflict name and uploaded in step 6);
 /// 6. new local items -> createItem (directories first).
+///
+/// Names and paths are compared as exact bytes (`ExactDictionary`, byte-exact
+/// `ItemIdentifier`): two remote names that Unicode calls equal stay two items. Every replica
+/// operation goes through `ConfinedDirectory`: no symlink is followed (a planted one makes the
+/// step fail with ELOOP, reported), nothing outside the replica is reached. A local name that is
+/// not valid UTF-8 is skipped and reported.
 final class ReplicatedSyncPass {
     private struct LocalEntry {
         var type: ItemType
@@ -36,16 +42,21 @@ final class ReplicatedSyncPass {
     private let progress: ((SyncProgress) -> Void)?
     private var report = SyncReport()
     private var rows: [ItemIdentifier: ItemRecord] = [:]
-    private var pathIndex: [String: ItemIdentifier] = [:]
+    private var pathIndex = ExactDictionary<ItemIdentifier>()
     private var remote: [ItemIdentifier: RemoteItem] = [:]
     private var remotePaths: [ItemIdentifier: String] = [:]
-    private var local: [String: LocalEntry] = [:]
+    private var local = ExactDictionary<LocalEntry>()
     private var done = 0
     private var total = 0
 
-    init(binding: ProviderBinding, progress: ((SyncProgress) -> Void)?) {
+    /// The replica, opened once for the pass.
+    private let tree: ConfinedDirectory
+
+    /// - Throws: `MAMError.system` when the replica cannot be opened.
+    init(binding: ProviderBinding, progress: ((SyncProgress) -> Void)?) throws {
         self.binding = binding
         self.progress = progress
+        tree = try binding.layout.confined()
     }
 
     private var layout: ProviderLayout { binding.layout }
@@ -113,27 +124,30 @@ final class ReplicatedSyncPass {
     }
 
     private func scanLocal(_ relative: String) {
-        let path = layout.absolutePath(relative)
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+        let names = tree.names(in: relative) { escaped in
+            let path = relative.isEmpty ? escaped : relative + "/" + escaped
+            report.errors.append(SyncIssue(path: path, error: MAMError.invalidArguments("the local name is not valid UTF-8; skipped")))
+        }
+        guard let names else { return }
         for name in names {
             if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
             if FileSystem.isTemporaryName(name) { continue }
             let child = relative.isEmpty ? name : relative + "/" + name
-            guard let st = FileSystem.lstatPath(layout.absolutePath(child)), let type = FileSystem.itemType(st) else { continue }
+            guard let st = tree.lstat(child), let type = FileSystem.itemType(st) else { continue }
             local[child] = LocalEntry(type: type, stamp: LocalStamp(st))
             if type == .directory { scanLocal(child) }
         }
     }
 
     private func localEntry(_ relative: String) -> LocalEntry? {
-        guard let st = FileSystem.lstatPath(layout.absolutePath(relative)), let type = FileSystem.itemType(st) else { return nil }
+        guard let st = tree.lstat(relative), let type = FileSystem.itemType(st) else { return nil }
         return LocalEntry(type: type, stamp: LocalStamp(st))
     }
 
     /// Moves the local map entries of `from` (and below it) to `to`.
     private func moveLocalEntries(from: String, to: String) {
-        for key in local.keys where key == from || key.hasPrefix(from + "/") {
-            local[to + key.dropFirst(from.count)] = local.removeValue(forKey: key)
+        for key in local.keys where ExactName.isSelfOrBelow(key, from) {
+            local[to + ExactName.dropPrefix(key, from)] = local.removeValue(forKey: key)
         }
     }
 
@@ -178,7 +192,7 @@ final class ReplicatedSyncPass {
         var moved = false
         for candidate in candidates.sorted(by: { FileSystem.depth($0.to) < FileSystem.depth($1.to) }) {
             guard let row = rows.values.first(where: { $0.local.inode == candidate.inode && $0.type == local[candidate.to]?.type }),
-                  row.localPath != candidate.to else { continue }
+                  !ExactName.equal(row.localPath, candidate.to) else { continue }
             try attemptStep(candidate.to) {
                 let parent = try remoteDirectory(forLocal: FileSystem.parentPath(candidate.to))
                 let item = try store.move(row.identifier, toParent: parent, newName: FileSystem.lastComponent(candidate.to))
@@ -205,15 +219,15 @@ final class ReplicatedSyncPass {
     private func rekeyDescendants(oldLocal: String, newLocal: String, directory: ItemIdentifier) throws {
         let subtree = try store.enumerateTree(from: directory)
         var relative: [ItemIdentifier: String] = [directory: ""]
-        var byRelative: [String: RemoteItem] = [:]
+        var byRelative = ExactDictionary<RemoteItem>()
         for item in subtree {
             guard let parent = relative[item.parentIdentifier] else { continue }
             let path = parent.isEmpty ? item.filename : parent + "/" + item.filename
             relative[item.identifier] = path
             byRelative[path] = item
         }
-        for row in rows.values where row.localPath.hasPrefix(oldLocal + "/") {
-            let suffix = String(row.localPath.dropFirst(oldLocal.count + 1))
+        for row in rows.values where ExactName.isBelow(row.localPath, oldLocal) {
+            let suffix = ExactName.dropPrefix(row.localPath, oldLocal + "/")
             var updated = row
             updated.localPath = newLocal + "/" + suffix
             if let item = byRelative[suffix] {
@@ -264,18 +278,17 @@ final class ReplicatedSyncPass {
             guard let row = rows[original.identifier] else { continue }
             let key = "\(row.type.rawValue)|\(row.version.contentVersion)"
             guard var options = appeared[key], !options.isEmpty else { continue }
-            let index = options.firstIndex(where: { $0.filename == row.filename }) ?? 0
+            let index = options.firstIndex(where: { ExactName.equal($0.filename, row.filename) }) ?? 0
             let item = options.remove(at: index)
             appeared[key] = options
             guard let target = remotePaths[item.identifier] else { continue }
-            if row.localPath != target {
+            if !ExactName.equal(row.localPath, target) {
                 guard local[target] == nil else { continue }
                 if let entry = local[row.localPath], entry.type == row.type {
-                    let from = layout.absolutePath(row.localPath)
-                    let to = layout.absolutePath(target)
                     do {
-                        try FileSystem.makeDirectories(PathName.directory(of: to))
-                        guard mamfs_renameat2(AT_FDCWD, from, AT_FDCWD, to, mamfs_RENAME_NOREPLACE) == 0 else {
+                        let parent = FileSystem.parentPath(target)
+                        if !parent.isEmpty { try tree.makeDirectories(parent) }
+                        guard tree.rename(row.localPath, target, flags: mamfs_RENAME_NOREPLACE) == 0 else {
                             throw MAMError.fromErrno("rename \(row.localPath) to \(target)")
                         }
                     } catch {
@@ -294,10 +307,10 @@ final class ReplicatedSyncPass {
             updated.localPath = target
             do {
                 try save(updated, replacing: row.identifier)
-                if row.type == .directory && row.localPath != target {
-                    for child in rows.values where child.localPath.hasPrefix(row.localPath + "/") {
+                if row.type == .directory && !ExactName.equal(row.localPath, target) {
+                    for child in rows.values where ExactName.isBelow(child.localPath, row.localPath) {
                         var moved = child
-                        moved.localPath = target + child.localPath.dropFirst(row.localPath.count)
+                        moved.localPath = target + ExactName.dropPrefix(child.localPath, row.localPath)
                         try save(moved)
                     }
                 }
@@ -362,9 +375,8 @@ final class ReplicatedSyncPass {
     }
 
     private func deleteLocally(_ row: ItemRecord) throws {
-        let path = layout.absolutePath(row.localPath)
         if row.type == .directory {
-            if rmdir(path) != 0 {
+            if tree.rmdir(row.localPath) != 0 {
                 // Not empty: holds local items the remote does not have; they are uploaded anew.
                 try forget(row.identifier)
                 return
@@ -373,7 +385,7 @@ final class ReplicatedSyncPass {
             guard let now = localEntry(row.localPath), now.stamp == row.local else {
                 throw MAMError.system("\(row.localPath) changed during the sync; kept", errno: EAGAIN)
             }
-            guard unlink(path) == 0 else { throw MAMError.fromErrno("remove \(row.localPath)") }
+            guard tree.unlink(row.localPath) == 0 else { throw MAMError.fromErrno("remove \(row.localPath)") }
         }
         local[row.localPath] = nil
         try forget(row.identifier)
@@ -402,7 +414,6 @@ final class ReplicatedSyncPass {
     /// moves it into the replica at `relative` atomically — only while the local file is still
     /// what was last synced (`expecting`), or absent (`expecting == nil`).
     private func fetchContents(_ item: RemoteItem, into relative: String, expecting: LocalStamp?) throws -> ItemRecord {
-        let path = layout.absolutePath(relative)
         let current = localEntry(relative)
         if let expecting {
             guard current?.stamp == expecting else {
@@ -411,32 +422,31 @@ final class ReplicatedSyncPass {
         } else if current != nil {
             throw MAMError.cannotCreateOutput("\(relative) appeared during the sync; retried next pass")
         }
-        let temp = try layout.makeTemporaryFile(name: item.filename)
         var fetched = item
         switch item.type {
         case .directory:
-            guard mkdir(path, mode_t(item.mode ?? 0o755) & 0o777 | 0o700) == 0 else { throw MAMError.fromErrno("mkdir \(relative)") }
+            guard tree.mkdir(relative, mode_t(item.mode ?? 0o755) & 0o777 | 0o700) == 0 else { throw MAMError.fromErrno("mkdir \(relative)") }
         case .symlink:
+            let temp = try layout.makeTemporaryFile(name: item.filename)
             unlink(temp.path)
-            guard symlink(item.symlinkTarget ?? "", temp.path) == 0 else { throw MAMError.fromErrno("symlink \(relative)") }
-            try temp.move(to: path)
+            guard tree.symlink(item.symlinkTarget ?? "", temp.relative) == 0 else { throw MAMError.fromErrno("symlink \(relative)") }
+            try temp.move(to: relative, in: tree)
         case .file:
-            let download = try layout.makeTemporaryFile(name: item.filename)
+            // The plain download stays in memory; only the provided copy (encrypted as it is
+            // written when the policy says so) goes to the replica's disk.
+            let temp = try layout.makeTemporaryFile(name: item.filename)
+            let download = try PlainBuffer(name: "mamfs-download")
             fetched = try store.readContents(of: item.identifier, into: download.url)
-            try ProviderRules.writeProvidedCopy(plainFile: download.path, owner: owner, destination: temp.path,
+            try ProviderRules.writeProvidedCopy(plain: download, owner: owner, destination: temp.path,
                                                 context: binding.context)
             chmod(temp.path, mode_t(fetched.mode ?? 0o644) & 0o777)
             if let expecting {
                 guard localEntry(relative)?.stamp == expecting else {
                     throw MAMError.system("\(relative) changed during the sync; retried next pass", errno: EAGAIN)
                 }
-                try temp.move(to: path)
+                try temp.move(to: relative, in: tree)
             } else {
-                guard mamfs_renameat2(AT_FDCWD, temp.path, AT_FDCWD, path, mamfs_RENAME_NOREPLACE) == 0 else {
-                    throw MAMError.fromErrno("create \(relative)")
-                }
-                temp.release()
-                FileSystem.syncDirectory(PathName.directory(of: path))
+                try temp.move(to: relative, in: tree, noReplace: true)
             }
         }
         guard let entry = localEntry(relative) else { throw MAMError.fileNotFound(relative) }
@@ -446,10 +456,10 @@ final class ReplicatedSyncPass {
 
     /// The plain bytes of a local file for upload (receive check + decryption to a copy), with
     /// the local stat taken just before the copy so later changes are seen as changes.
-    private func plainContents(_ relative: String) throws -> (copy: TemporaryFile, stamp: LocalStamp) {
+    private func plainContents(_ relative: String) throws -> (copy: PlainBuffer, stamp: LocalStamp) {
         guard let before = localEntry(relative) else { throw MAMError.fileNotFound(relative) }
-        let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: layout.absolutePath(relative), receiver: owner,
-                                                             layout: layout, context: binding.context)
+        let (copy, _) = try ProviderRules.plainCopyForUpload(relative: relative, in: tree, receiver: owner,
+                                                             context: binding.context)
         return (copy, before.stamp)
     }
 
@@ -458,8 +468,7 @@ final class ReplicatedSyncPass {
     private func modifyItem(_ row: ItemRecord, remote item: RemoteItem) throws {
         var updated = row
         if row.type == .symlink {
-            let path = layout.absolutePath(row.localPath)
-            guard let target = FileSystem.readLink(path), let entry = localEntry(row.localPath) else { return }
+            guard let target = tree.readLink(row.localPath), let entry = localEntry(row.localPath) else { return }
             try store.delete(row.identifier, baseVersion: row.version.contentVersion)
             let created = try store.create(parent: row.parent, name: row.filename, contents: .symlink(target))
             updated = record(for: created, localPath: row.localPath, stamp: entry.stamp)
@@ -489,8 +498,7 @@ final class ReplicatedSyncPass {
             return remoteSiblings.contains(candidate) || local[relative] != nil || localEntry(relative) != nil
         }
         let conflictRelative = parent.isEmpty ? name : parent + "/" + name
-        guard mamfs_renameat2(AT_FDCWD, layout.absolutePath(row.localPath), AT_FDCWD,
-                              layout.absolutePath(conflictRelative), mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(row.localPath, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
             throw MAMError.fromErrno("rename \(row.localPath) to its conflict name")
         }
         moveLocalEntries(from: row.localPath, to: conflictRelative)
@@ -512,7 +520,7 @@ final class ReplicatedSyncPass {
             _ = try remoteDirectory(forLocal: relative)
             return
         case .symlink:
-            item = try store.create(parent: parent, name: name, contents: .symlink(FileSystem.readLink(layout.absolutePath(relative)) ?? ""))
+            item = try store.create(parent: parent, name: name, contents: .symlink(tree.readLink(relative) ?? ""))
         case .file:
             let (copy, before) = try plainContents(relative)
             stamp = before
@@ -542,8 +550,7 @@ final class ReplicatedSyncPass {
                         return local[path] != nil || localEntry(path) != nil || remotePaths.values.contains(path)
                     }
                     let conflictRelative = parent.isEmpty ? name : parent + "/" + name
-                    guard mamfs_renameat2(AT_FDCWD, layout.absolutePath(relative), AT_FDCWD,
-                                          layout.absolutePath(conflictRelative), mamfs_RENAME_NOREPLACE) == 0 else {
+                    guard tree.rename(relative, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
                         throw MAMError.fromErrno("rename \(relative) to its conflict name")
                     }
                     moveLocalEntries(from: relative, to: conflictRelative)

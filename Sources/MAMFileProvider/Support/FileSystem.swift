@@ -89,13 +89,6 @@ enum FileSystem {
         return prefix == ProtectedFileHeader.magic
     }
 
-    /// fsyncs the directory at `path` (makes a rename in it durable). Errors are ignored:
-    /// some filesystems cannot fsync directories.
-    static func syncDirectory(_ path: String) {
-        let fd = open(path.isEmpty ? "." : path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 { _ = fsync(fd); close(fd) }
-    }
-
     /// A 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
     /// - Returns: the open descriptor (read-write) and the path.
     static func makeTemporaryFile(in directory: String, name: String) -> (fd: Int32, path: String)? {
@@ -120,6 +113,7 @@ enum FileSystem {
 
     // MARK: Extended attributes
 
+    /// An extended attribute of `path` itself (a symlink is not followed), nil when missing.
     static func getAttribute(_ path: String, _ name: String) -> String? {
         var buffer = [UInt8](repeating: 0, count: 4096)
         let n = buffer.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, $0.count) }
@@ -127,20 +121,19 @@ enum FileSystem {
         return String(decoding: buffer[0..<n], as: UTF8.self)
     }
 
-    static func setAttribute(_ path: String, _ name: String, _ value: String) throws {
-        let bytes = Array(value.utf8)
-        let rc = bytes.withUnsafeBytes { lsetxattr(path, name, $0.baseAddress, $0.count, 0) }
-        guard rc == 0 else { throw MAMError.fromErrno("set \(name) on \(path)") }
+    /// An extended attribute of what `path` names after following it (for `/proc/self/fd/N`
+    /// paths of descriptors the caller checked), nil when missing.
+    static func getAttribute(followingPath path: String, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { getxattr(path, name, $0.baseAddress, $0.count) }
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[0..<n], as: UTF8.self)
     }
 
     static func setAttribute(fd: Int32, _ name: String, _ value: String) throws {
         let bytes = Array(value.utf8)
         let rc = bytes.withUnsafeBytes { fsetxattr(fd, name, $0.baseAddress, $0.count, 0) }
         guard rc == 0 else { throw MAMError.fromErrno("set \(name)") }
-    }
-
-    static func removeAttribute(_ path: String, _ name: String) {
-        _ = lremovexattr(path, name)
     }
 
     /// Creates `path` and its missing parents as directories (0755).
