@@ -107,12 +107,17 @@ final class OverlayFilesystem: @unchecked Sendable {
 
     /// Entries whose backing file was replaced under its name (protect rewrites through a temp
     /// file and rename) are pointed at the new file, so the kernel's node keeps working.
+    /// Entries whose descriptor is closed are not opened for this: they find their object
+    /// again by name, and one replaced under its name answers ESTALE until looked up again.
     func rekeyReplacedEntries() {
         for inode in table.all where inode.isRegular {
-            var st = stat()
-            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { continue }
-            guard let link = readLink(inode.procPath), link.hasSuffix(" (deleted)") else { continue }
-            rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
+            DescriptorCache.withPins {
+                guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
+                var st = stat()
+                guard fstatat(fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
+                guard let link = readLink("/proc/self/fd/\(fd)"), link.hasSuffix(" (deleted)") else { return }
+                rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
+            }
         }
     }
 
@@ -140,7 +145,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// The current backing path of an object (follows renames made through the mount).
     func backingPath(_ inode: Inode) throws -> String {
         if inode.nodeid == table.root.nodeid { return rootPath }
-        guard var link = readLink(inode.procPath) else { throw FilesystemError.current() }
+        guard var link = readLink("/proc/self/fd/\(try inode.descriptor())") else { throw FilesystemError.current() }
         if link.hasSuffix(" (deleted)") { link.removeLast(" (deleted)".count) }
         return link
     }
@@ -204,7 +209,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// The header for attribute replies. Call with the content lock held (shared is enough).
     func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
         if let cached = inode.cachedHeader(ctime: ctime) { return cached }
-        let fd = Glibc.open(inode.procPath, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        let fd = Glibc.open("/proc/self/fd/\(try inode.descriptor())", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw FilesystemError.current() }
         defer { close(fd) }
         let header = try ProtectedFileHeader.read(fd: fd)
@@ -229,7 +234,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
         var st = stat()
         let body = {
-            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            guard fstatat(try inode.descriptor(), "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
+                throw FilesystemError.current()
+            }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
             let header = try self.header(inode, ctime: st.st_ctim)
             if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
@@ -262,17 +269,29 @@ final class OverlayFilesystem: @unchecked Sendable {
         if header.isEncrypted { st.st_blocks = Int((size + 511) / 512) }
     }
 
-    /// Finds `name` in `parent`, registers it (lookup count + 1) and returns its attributes.
+    /// Finds `name` in `parent`, registers it (lookup count + 1, `name` recorded as where it
+    /// is) and returns its attributes.
+    ///
+    /// An object that has an entry already is found by fstatat, without a new descriptor: a
+    /// missing name answers ENOENT and a known one is found even when the daemon is out of
+    /// descriptors.
     func lookupEntry(parent: Inode, name: UnsafePointer<CChar>) throws -> (Inode, stat) {
-        let fd = openat(parent.fd, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
+        let parentFD = try parent.descriptor()
         var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            let error = FilesystemError.current()
-            close(fd)
-            throw error
+        guard fstatat(parentFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        let inode: Inode
+        if let known = table.acquireExisting(st, parent: parent, name: name) {
+            inode = known
+        } else {
+            let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { throw FilesystemError.current() }
+            guard fstat(fd, &st) == 0 else {
+                let error = FilesystemError.current()
+                close(fd)
+                throw error
+            }
+            inode = table.acquire(st, fd: fd, parent: parent, name: name)
         }
-        let inode = table.acquire(st, fd: fd)
         do {
             return (inode, try attributes(inode))
         } catch {
