@@ -8,7 +8,7 @@ struct NodeName {
     let name: [CChar]
 
     func names(_ other: Inode, _ otherName: UnsafePointer<CChar>) -> Bool {
-        parent === other && name.withUnsafeBufferPointer { strcmp($0.baseAddress!, otherName) == 0 }
+        parent === other && name.withUnsafeBufferPointer { $0.baseAddress.map { strcmp($0, otherName) == 0 } ?? false }
     }
 }
 
@@ -54,14 +54,14 @@ final class DescriptorCache: @unchecked Sendable {
 
     // MARK: Per-thread pins
 
-    /// The descriptors read on this thread while `body` runs stay open until it returns.
+    /// The descriptors read on this thread while `body` runs stay open until it returns (those
+    /// an enclosing `withPins` read first stay open until that one returns). Loops that touch
+    /// many entries in one request run each step in its own, so a request never holds more
+    /// than a few descriptors.
     static func withPins<R>(_ body: () throws -> R) rethrows -> R {
         let scope = PinScope.current()
-        scope.depth += 1
-        defer {
-            scope.depth -= 1
-            if scope.depth == 0 { scope.releaseAll() }
-        }
+        scope.enter()
+        defer { scope.leave() }
         return try body()
     }
 
@@ -80,7 +80,10 @@ final class DescriptorCache: @unchecked Sendable {
         if open >= 0 { return open }
         guard let record else { throw FilesystemError(code: ESTALE) }
         let parentFD = try descriptor(of: record.parent)
-        let fd = record.name.withUnsafeBufferPointer { openat(parentFD, $0.baseAddress!, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC) }
+        let fd = record.name.withUnsafeBufferPointer { name -> Int32 in
+            guard let name = name.baseAddress else { return -1 }
+            return openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        }
         guard fd >= 0 else {
             throw FilesystemError(code: errno == ENOENT || errno == ENOTDIR ? ESTALE : errno)
         }
@@ -222,7 +225,7 @@ final class DescriptorCache: @unchecked Sendable {
         clock += 1
         inode.slot.lastUse = clock
         guard inode.slot.pins == 0, inode.slot.fd >= 0, inode.slot.record != nil, !inode.slot.nameLost,
-              !inode.slot.forgotten, !inode.slot.isIdle else { return }
+              !inode.slot.forgotten, !inode.slot.isIdle, inode.openCount == 0 else { return }
         inode.slot.isIdle = true
         idle[ObjectIdentifier(inode)] = inode
     }
@@ -265,22 +268,28 @@ struct DescriptorSlot {
     var forgotten = false
 }
 
-/// The entries a thread pinned in its current `DescriptorCache.withPins` (one object per thread).
+/// The entries a thread pinned in its nested `DescriptorCache.withPins` calls (one object per
+/// thread; one level per call).
 final class PinScope {
-    var depth = 0
-    private var pinned: [Inode] = []
+    private var levels: [[Inode]] = []
+    private var pinned: Set<ObjectIdentifier> = []
 
-    /// Records `inode` once per scope; true when it was not pinned yet.
-    func add(_ inode: Inode) -> Bool {
-        if pinned.contains(where: { $0 === inode }) { return false }
-        pinned.append(inode)
-        return true
+    func enter() { levels.append([]) }
+
+    /// Unpins what the innermost level pinned.
+    func leave() {
+        guard let inodes = levels.popLast() else { return }
+        for inode in inodes {
+            pinned.remove(ObjectIdentifier(inode))
+            inode.descriptors.unpin(inode)
+        }
     }
 
-    func releaseAll() {
-        let inodes = pinned
-        pinned.removeAll(keepingCapacity: true)
-        for inode in inodes { inode.descriptors.unpin(inode) }
+    /// Records `inode` in the innermost level; true when no level had pinned it yet.
+    func add(_ inode: Inode) -> Bool {
+        guard !levels.isEmpty, pinned.insert(ObjectIdentifier(inode)).inserted else { return false }
+        levels[levels.count - 1].append(inode)
+        return true
     }
 
     private static let key: pthread_key_t = {
@@ -303,6 +312,6 @@ final class PinScope {
     static func active() -> PinScope? {
         guard let pointer = pthread_getspecific(key) else { return nil }
         let scope = Unmanaged<PinScope>.fromOpaque(pointer).takeUnretainedValue()
-        return scope.depth > 0 ? scope : nil
+        return scope.levels.isEmpty ? nil : scope
     }
 }

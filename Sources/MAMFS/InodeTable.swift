@@ -215,15 +215,15 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// The entry for the backing object with `st`, found as `name` in `parent`; its lookup
-    /// count goes up by one and `name` becomes its recorded name. `fd` (an O_PATH descriptor of
-    /// the object, or -1) is adopted by an entry without one, else closed.
+    /// count goes up by one. A new entry records `name` as where it is (an existing one keeps
+    /// its record: the caller sets the name once its request succeeded). `fd` (an O_PATH
+    /// descriptor of the object, or -1) is adopted by an entry without one, else closed.
     func acquire(_ st: stat, fd: Int32, parent: Inode, name: UnsafePointer<CChar>) -> Inode {
         let key = BackingKey(st)
         // Name and descriptor are set before another thread can find a new entry.
         return mutex.withLock {
             if let inode = byKey[key] {
                 inode.lookupCount += 1
-                descriptors.setName(inode, parent: parent, name: name)
                 if fd >= 0 { descriptors.adopt(fd, for: inode) }
                 return inode
             }
@@ -238,15 +238,14 @@ final class InodeTable: @unchecked Sendable {
         }
     }
 
-    /// `acquire` for an object that already has an entry; nil (nothing counted) otherwise.
-    func acquireExisting(_ st: stat, parent: Inode, name: UnsafePointer<CChar>) -> Inode? {
-        let inode: Inode? = mutex.withLock {
+    /// `acquire` for an object that already has an entry (its record unchanged); nil (nothing
+    /// counted) otherwise.
+    func acquireExisting(_ st: stat) -> Inode? {
+        mutex.withLock {
             guard let inode = byKey[BackingKey(st)] else { return nil }
             inode.lookupCount += 1
             return inode
         }
-        if let inode { descriptors.setName(inode, parent: parent, name: name) }
-        return inode
     }
 
     /// Drops `count` kernel references; the entry goes away at zero (never the root).

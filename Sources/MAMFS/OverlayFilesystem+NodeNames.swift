@@ -6,10 +6,10 @@ import Glibc
 extension OverlayFilesystem {
     /// The entry of the object `name` in `dir` names now, with its descriptor open and pinned
     /// for this request (it must outlive the removal of the name); nil when there is none.
-    func entryBeforeRemoval(_ dir: Inode, _ name: UnsafePointer<CChar>) -> Inode? {
+    func entryBeforeRemoval(_ dir: Inode, _ name: UnsafePointer<CChar>, opening: Bool = true) -> Inode? {
         var st = stat()
         guard fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0, let inode = table.existing(BackingKey(st)) else { return nil }
-        _ = try? inode.descriptor()
+        if opening { _ = try? inode.descriptor() }
         return inode
     }
 
@@ -18,10 +18,11 @@ extension OverlayFilesystem {
         if let inode { table.descriptors.nameRemoved(inode, parent: dir, name: name) }
     }
 
-    /// The entries a rename of `name` in `from` to `newName` in `to` moves and replaces.
-    func entriesBeforeRename(_ from: Inode, _ name: UnsafePointer<CChar>, _ to: Inode, _ newName: UnsafePointer<CChar>)
-        -> (moving: Inode?, replaced: Inode?) {
-        (entryBeforeRemoval(from, name), entryBeforeRemoval(to, newName))
+    /// The entries a rename of `name` in `from` to `newName` in `to` moves and replaces (only a
+    /// replaced one needs its descriptor open: a moved one is found by its new name).
+    func entriesBeforeRename(_ from: Inode, _ name: UnsafePointer<CChar>, _ to: Inode, _ newName: UnsafePointer<CChar>,
+                             exchange: Bool) -> (moving: Inode?, replaced: Inode?) {
+        (entryBeforeRemoval(from, name, opening: false), entryBeforeRemoval(to, newName, opening: !exchange))
     }
 
     /// After a successful rename: the moved entry is known by its new name; an exchanged one by
@@ -41,13 +42,15 @@ extension OverlayFilesystem {
         if let moving { table.descriptors.setName(moving, parent: to, name: newName) }
     }
 
-    /// Replies with the entry of an object this request made; when the kernel did not take the
-    /// reply (the request was interrupted), the object is removed again.
-    func replyMade(_ req: fuse_req_t?, _ inode: Inode, _ st: stat, _ made: MadeObject?) {
+    /// Replies with the entry of an object this request made as `name` in `dir`; when the kernel
+    /// did not take the reply (the request was interrupted), the object is removed again (an
+    /// entry that lives on, another link's, keeps its descriptor: its recorded name is gone).
+    func replyMade(_ req: fuse_req_t?, _ inode: Inode, _ st: stat, _ made: MadeObject?, dir: Inode, name: UnsafePointer<CChar>) {
         var e = entryParameters(inode, st)
         if fuse_reply_entry(req, &e) != 0 {
             table.forget(inode.nodeid, count: 1)
             made?.remove()
+            table.descriptors.nameRemoved(inode, parent: dir, name: name)
         }
     }
 }

@@ -225,7 +225,7 @@ extension OverlayFilesystem {
             made = MadeObject(directoryFD: dirFD, name: name)
             chownToCaller(req, dirFD: dirFD, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyMade(req, inode, st, made)
+            replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
             made?.remove()
             fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
@@ -249,7 +249,7 @@ extension OverlayFilesystem {
                 chownToCaller(req, dirFD: dirFD, name: name)
             }
             let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyMade(req, inode, st, made)
+            replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
             made?.remove()
             fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
@@ -266,7 +266,7 @@ extension OverlayFilesystem {
             made = MadeObject(directoryFD: dirFD, name: name)
             chownToCaller(req, dirFD: dirFD, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyMade(req, inode, st, made)
+            replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
             made?.remove()
             fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
@@ -295,7 +295,7 @@ extension OverlayFilesystem {
             guard linkat(AT_FDCWD, source, dirFD, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
             made = MadeObject(directoryFD: dirFD, name: newName)
             let (linked, st) = try lookupEntry(parent: dir, name: newName)
-            replyMade(req, linked, st, made)
+            replyMade(req, linked, st, made, dir: dir, name: newName)
         } catch {
             made?.remove()
             fail(req, error)
@@ -363,7 +363,7 @@ extension OverlayFilesystem {
             guard flags & ~(mamfs_fuse_RENAME_NOREPLACE | mamfs_fuse_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
             let exchange = flags & mamfs_fuse_RENAME_EXCHANGE != 0
             guard let provider else {
-                let entries = entriesBeforeRename(from, name, to, newName)
+                let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
                 let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
                 guard rc == 0 else { throw FilesystemError.current() }
                 recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
@@ -385,7 +385,7 @@ extension OverlayFilesystem {
                 if let target = replaced, provider.itemBeforeRemoval(path: oldPath)?.identifier == target.identifier { replaced = nil }
                 let source = MountedProvider.LocalObject(directory: from.fd, name: name)
                 let target = exchange ? MountedProvider.LocalObject(directory: to.fd, name: newName) : nil
-                let entries = entriesBeforeRename(from, name, to, newName)
+                let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
                 let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
                 guard rc == 0 else { throw FilesystemError.current() }
                 recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
@@ -492,7 +492,8 @@ extension OverlayFilesystem {
                         e.attr.st_mode = mode_t(entry.type) << 12
                     } else {
                         do {
-                            let (inode, st) = try lookupEntry(parent: dir.inode, name: entry.name)
+                            // Each entry's descriptor is released once looked up (not held for the reply).
+                            let (inode, st) = try DescriptorCache.withPins { try lookupEntry(parent: dir.inode, name: entry.name) }
                             looked = inode
                             e = entryParameters(inode, st)
                         } catch {
@@ -587,7 +588,7 @@ extension OverlayFilesystem {
         do {
             guard let made else { throw FilesystemError.current() }
             chownToCaller(req, dirFD: dirFD, name: name)
-            let owner = inheritedOwner(of: dir)
+            let owner = try inheritedOwner(of: dir)
             let (header, key) = try context.newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.
             if let header { try ProtectedFileContent(fd: fd, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
@@ -720,7 +721,7 @@ extension OverlayFilesystem {
                 var key = try fileKey(inode, header: header)
                 if truncating {
                     if header == nil {
-                        let owner = inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
+                        let owner = try inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
                         let (newHeader, newKey) = try context.newFileHeader(owner: owner)
                         guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
                         if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }

@@ -162,40 +162,43 @@ final class OverlayFilesystem: @unchecked Sendable {
     ///
     /// Walks by descriptors (the directory's own O_PATH descriptor, then "..") rather than by
     /// path: no readlink and no path walk per level, on the create path of every file.
-    func inheritedOwner(of directory: Inode) -> String {
-        inheritedOwner(directoryFD: directory.fd)
+    /// - Throws: `FilesystemError` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
+    ///   walk never falls back to the mount's account because a tagged level was out of reach.
+    func inheritedOwner(of directory: Inode) throws -> String {
+        try inheritedOwner(directoryFD: try directory.descriptor())
     }
 
     /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent).
-    func inheritedOwner(directoryPath: String) -> String {
+    func inheritedOwner(directoryPath: String) throws -> String {
         let fd = Glibc.open(directoryPath, mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return options.account }
+        guard fd >= 0 else { throw FilesystemError.current() }
         defer { close(fd) }
-        return inheritedOwner(directoryFD: fd)
+        return try inheritedOwner(directoryFD: fd)
     }
 
     /// The walk itself, from a descriptor of the starting directory (not closed here).
-    private func inheritedOwner(directoryFD: Int32) -> String {
+    private func inheritedOwner(directoryFD: Int32) throws -> String {
         let rootKey = table.root.key
         var current = directoryFD
+        defer { if current != directoryFD { close(current) } }
         var st = stat()
-        guard fstat(current, &st) == 0 else { return options.account }
+        guard fstat(current, &st) == 0 else { throw FilesystemError.current() }
         while true {
-            if let owner = DirectoryOwner.read(path: "/proc/self/fd/\(current)") {
-                if current != directoryFD { close(current) }
-                return owner
-            }
+            if let owner = DirectoryOwner.read(path: "/proc/self/fd/\(current)") { return owner }
             // The backing root ends the walk; so does the filesystem root (a directory moved
             // out of the backing tree behind the mount's back).
+            if BackingKey(st) == rootKey { break }
+            let parent = openat(current, "..", mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
+            guard parent >= 0 else { throw FilesystemError.current() }
             var parentStat = stat()
-            let parent = BackingKey(st) == rootKey ? -1 : openat(current, "..", mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-            if current != directoryFD { close(current) }
-            guard parent >= 0 else { break }
-            guard fstat(parent, &parentStat) == 0, BackingKey(parentStat) != BackingKey(st) else {
+            guard fstat(parent, &parentStat) == 0 else {
+                let error = FilesystemError.current()
                 close(parent)
-                break
+                throw error
             }
+            if current != directoryFD { close(current) }
             current = parent
+            guard BackingKey(parentStat) != BackingKey(st) else { break }
             st = parentStat
         }
         return options.account
@@ -280,8 +283,18 @@ final class OverlayFilesystem: @unchecked Sendable {
         var st = stat()
         guard fstatat(parentFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
         let inode: Inode
-        if let known = table.acquireExisting(st, parent: parent, name: name) {
+        if let known = table.acquireExisting(st) {
             inode = known
+            if table.descriptors.openDescriptor(of: known) == nil {
+                // Closed by the cache: opened from the name just found, not the old record.
+                let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                var opened = stat()
+                if fd >= 0, fstat(fd, &opened) == 0, BackingKey(opened) == known.key {
+                    table.descriptors.adopt(fd, for: known)
+                } else if fd >= 0 {
+                    close(fd)
+                }
+            }
         } else {
             let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else { throw FilesystemError.current() }
@@ -293,7 +306,10 @@ final class OverlayFilesystem: @unchecked Sendable {
             inode = table.acquire(st, fd: fd, parent: parent, name: name)
         }
         do {
-            return (inode, try attributes(inode))
+            let attributes = try attributes(inode)
+            // Recorded only now: a failed lookup (whose name may be removed again) keeps the old.
+            table.descriptors.setName(inode, parent: parent, name: name)
+            return (inode, attributes)
         } catch {
             table.forget(inode.nodeid, count: 1)
             throw error

@@ -8,6 +8,47 @@ import Testing
 struct SecurityDescriptorTests {
     static let lowLimit = ["prlimit", "--nofile=1024:1024"]
 
+    /// Python helpers: `saturate()` leaves the daemon (pid $DPID, limit $LIMIT) without a free
+    /// descriptor and returns the handles that hold them (distinct files, then more handles of
+    /// the first one, which cost exactly one descriptor each).
+    static let saturation = #"""
+    import os, sys, errno, time
+    M = os.environ["M"]; B = os.environ["B"]; PID = os.environ["DPID"]; LIMIT = int(os.environ["LIMIT"])
+    def count():
+        return len(os.listdir("/proc/%s/fd" % PID))
+    def wait(pred):
+        for _ in range(100):
+            if pred(count()):
+                return True
+            time.sleep(0.1)
+        return False
+    def saturate():
+        os.mkdir(B + "/pool")
+        for i in range(200):
+            with open(B + "/pool/p%d" % i, "w") as f:
+                f.write("pool")
+        handles = []
+        first = None
+        for i in range(200):
+            try:
+                handles.append(open(M + "/pool/p%d" % i, "rb"))
+            except OSError as x:
+                first = x.errno
+                break
+        again = []
+        second = None
+        while len(again) < 200:
+            try:
+                again.append(open(M + "/pool/p0", "rb"))
+            except OSError as x:
+                second = x.errno
+                break
+        print("saturated", first == errno.EMFILE and second == errno.EMFILE and wait(lambda n: n == LIMIT))
+        print("saturation", first, second, len(handles), len(again), count(), file=sys.stderr)
+        return handles, again
+
+    """#
+
     /// Waits (up to 10 s) until `condition` holds for the daemon's descriptor count; returns the last count.
     private func waitForDescriptors(_ m: MountedFixture, _ condition: (Int) -> Bool) -> Int {
         var count = m.daemonDescriptorCount() ?? -1
@@ -123,6 +164,22 @@ struct SecurityDescriptorTests {
         #expect(after < 512, "the daemon holds \(after) descriptors")
     }
 
+    @Test("Eight parallel ls -l of a 3,000-file directory at RLIMIT_NOFILE 128 fail no entry",
+          .enabled(if: !MountedFixture.useInProcess, "starts the daemon under prlimit"))
+    func parallelListingsStayWithinTheLimit() throws {
+        // Each readdirplus reply looks up many entries: they must not all keep their
+        // descriptors until the reply is sent, or a few listings at once exhaust the limit.
+        let m = try MountedFixture(.managed, launcher: ["prlimit", "--nofile=128:128"])
+        defer { m.close() }
+        let r = try m.sh(#"""
+        mkdir "$B/wide" && (cd "$B/wide" && seq 3000 | sed 's/^/w/' | xargs touch) && \
+        for i in 1 2 3 4 5 6 7 8; do (ls -lU "$M/wide" > "$BASE/ls$i.out" 2> "$BASE/ls$i.err") & done; wait
+        for i in 1 2 3 4 5 6 7 8; do echo "$(grep -c ' w' "$BASE/ls$i.out") $(wc -l < "$BASE/ls$i.err")"; done
+        """#, timeout: 600)
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == String(repeating: "3000 0\n", count: 8), "\(r.out)")
+    }
+
     @Test("Nodes whose descriptors were closed find their objects again after renames of their parents, moves and unlinked links",
           .enabled(if: !MountedFixture.useInProcess, "starts the daemon under prlimit"))
     func evictedNodesFollowRenames() throws {
@@ -232,45 +289,19 @@ struct SecurityDescriptorTests {
         let m = try MountedFixture(.managed, launcher: ["prlimit", "--nofile=\(limit):\(limit)"])
         defer { m.close() }
         let pid = try #require(m.daemonPID)
-        let script = #"""
-        import os, sys, errno, time
-        M = os.environ["M"]; B = os.environ["B"]; PID = os.environ["DPID"]; LIMIT = int(os.environ["LIMIT"])
-        def count():
-            return len(os.listdir("/proc/%s/fd" % PID))
-        def wait(pred):
-            for _ in range(100):
-                if pred(count()):
-                    return True
-                time.sleep(0.1)
-            return False
-        os.mkdir(B + "/pool")
-        for i in range(200):
-            with open(B + "/pool/p%d" % i, "w") as f:
-                f.write("pool")
+        let script = SecurityDescriptorTests.saturation + #"""
         os.mkdir(M + "/out")
         # The kernel reaches the directory through this descriptor, without a lookup.
         out = os.open(M + "/out", os.O_RDONLY | os.O_DIRECTORY)
-        # New files until the daemon runs out (each holds a node descriptor and a handle), then
-        # more handles of a file already open (exactly one descriptor each): none is left free.
-        handles = []
-        first = None
-        for i in range(200):
-            try:
-                handles.append(open(M + "/pool/p%d" % i, "rb"))
-            except OSError as x:
-                first = x.errno
-                break
-        again = []
-        second = None
-        while len(again) < 200:
-            try:
-                again.append(open(M + "/pool/p0", "rb"))
-            except OSError as x:
-                second = x.errno
-                break
-        print("saturated", first == errno.EMFILE and second == errno.EMFILE and wait(lambda n: n == LIMIT))
+        # A file the daemon knows but nobody has open (linking it changes its ctime, so the
+        # daemon reads its header again), reached without a lookup.
+        os.mkdir(B + "/known")
+        with open(B + "/known/q", "w") as f:
+            f.write("q")
+        os.lstat(M + "/known/q")
+        source = "/proc/self/fd/%d" % os.open(M + "/known/q", os.O_PATH)
+        handles, again = saturate()
         names = {"mkdir": "d1", "symlink": "s1", "mkfifo": "f1", "link": "l1", "create": "c1"}
-        source = "/proc/self/fd/%d" % handles[0].fileno()
         ops = {"mkdir": lambda: os.mkdir("d1", dir_fd=out),
                "symlink": lambda: os.symlink("target", "s1", dir_fd=out),
                "mkfifo": lambda: os.mkfifo("f1", dir_fd=out),
@@ -290,7 +321,7 @@ struct SecurityDescriptorTests {
         for h in handles + again:
             h.close()
         print("released", wait(lambda n: n < LIMIT - 10))
-        source = "/proc/self/fd/%d" % os.open(M + "/pool/p0", os.O_RDONLY)
+        source = "/proc/self/fd/%d" % os.open(M + "/known/q", os.O_PATH)
         for what in ["mkdir", "symlink", "mkfifo", "link", "create"]:
             try:
                 ops[what]()
@@ -302,12 +333,55 @@ struct SecurityDescriptorTests {
         let r = try shell("DPID=\(pid) LIMIT=\(limit) python3 \"$BASE/failed-creates.py\"", environment: m.environment, timeout: 300)
         #expect(r.status == 0, "\(r.err)")
         let lines = r.out.split(separator: "\n").map(String.init)
-        #expect(lines.contains("saturated True"), "\(r.out)")
-        #expect(lines.contains("one free True"), "\(r.out)")
+        #expect(lines.contains("saturated True"), "\(r.out) \(r.err)")
+        #expect(lines.contains("one free True"), "\(r.out) \(r.err)")
         for what in ["mkdir", "symlink", "mkfifo", "link", "create"] {
             #expect(lines.contains("\(what) EMFILE"), "\(what): \(r.out)")
             #expect(lines.contains("\(what) left False"), "\(what): \(r.out)")
             #expect(lines.contains("\(what) retry ok"), "\(what): \(r.out)")
         }
     }
+    @Test("A truncating open of an untagged file in a managed directory never tags it with the mount's account when the daemon is out of descriptors",
+          .enabled(if: !MountedFixture.useInProcess, "starts the daemon under prlimit"))
+    func ownerWalkFailsClosedWithoutDescriptors() throws {
+        let limit = 64
+        // An unmanaged mount: the mount's account is "" (plain), the directory's owner encrypts.
+        let m = try MountedFixture(.unmanaged, launcher: ["prlimit", "--nofile=\(limit):\(limit)"])
+        defer { m.close() }
+        let pid = try #require(m.daemonPID)
+        let setup = try m.sh(#"""
+        mkdir -p d && setfattr -n user.mam.owner -v "$ACCT" d && mkdir "$B/d/e" && printf plain > "$B/d/e/u" && cat d/e/u
+        """#)
+        #expect(setup.status == 0 && setup.out == "plain", "\(setup.err)")
+        let script = SecurityDescriptorTests.saturation + #"""
+        # A reader keeps the file's node (and its descriptor) in use: the truncating open below
+        # gets as far as choosing the owner.
+        keep = open(M + "/d/e/u", "rb")
+        handles, again = saturate()
+        (again or handles).pop().close()
+        print("one free", wait(lambda n: n == LIMIT - 1))
+        try:
+            fd = os.open(M + "/d/e/u", os.O_WRONLY | os.O_TRUNC)
+            os.write(fd, b"secret")
+            os.close(fd)
+            print("open ok")
+        except OSError as x:
+            print("open", errno.errorcode.get(x.errno, x.errno))
+        for h in handles + again + [keep]:
+            h.close()
+        """#
+        try script.write(toFile: m.base + "/owner-walk.py", atomically: true, encoding: .utf8)
+        let r = try shell("DPID=\(pid) LIMIT=\(limit) python3 \"$BASE/owner-walk.py\"", environment: m.environment, timeout: 300)
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("saturated True\none free True\n"), "\(r.out) \(r.err)")
+        // Refused (EMFILE), or tagged with the directory's owner: never plain under the mount's "".
+        let header = try m.backingHeader("d/e/u")
+        if r.out.contains("open ok") {
+            #expect(header?.owner == MountedFixture.account, "\(String(describing: header?.owner))")
+        } else {
+            #expect(r.out.contains("open EMFILE"), "\(r.out)")
+            #expect(header == nil, "the file was changed by a refused open")
+        }
+    }
 }
+
