@@ -22,9 +22,10 @@ struct NodeName {
 /// entries whose last known name was removed (nothing to find them by again), and descriptors
 /// a request is using (see `withPins`).
 ///
-/// A descriptor read through `descriptor(of:)` stays open until the innermost `withPins`
-/// around the read returns on that thread: every FUSE request that uses node descriptors runs
-/// inside one (LowLevelOperations), as does queued provider work.
+/// A descriptor read through `descriptor(of:)` stays open until the `withPins` around the
+/// first read of it on that thread returns: every FUSE request that uses node descriptors runs
+/// inside one (LowLevelOperations), as does queued provider work. Read outside any (only the
+/// error log of read/write/fallocate/lseek does), it is merely made the most recently used.
 final class DescriptorCache: @unchecked Sendable {
     /// Idle descriptors kept at most.
     let budget: Int
@@ -211,7 +212,7 @@ final class DescriptorCache: @unchecked Sendable {
 
     private func pin(_ inode: Inode, _ scope: PinScope?) {
         guard let scope else {
-            // No request scope (should not happen): kept as the most recently used.
+            // Outside any scope (an error log line's path): the most recently used, not pinned.
             makeIdleIfUnused(inode)
             return
         }
