@@ -31,7 +31,10 @@ final class Inode: @unchecked Sendable {
 
     private let mutex = Mutex()
     private var _key: BackingKey
-    private var _fd: Int32
+    /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
+    let descriptors: DescriptorCache
+    /// Descriptor, recorded name and pins; guarded by `descriptors`' mutex.
+    var slot: DescriptorSlot
     /// O_PATH descriptors replaced by a re-key; closed with the entry because another thread
     /// may still be using one.
     private var retiredFDs: [Int32] = []
@@ -46,15 +49,17 @@ final class Inode: @unchecked Sendable {
     private var keyGeneration: UInt64 = 0
     private var _openCount = 0
 
-    init(nodeid: UInt64, key: BackingKey, fd: Int32, fileType: mode_t) {
+    init(nodeid: UInt64, key: BackingKey, fileType: mode_t, descriptors: DescriptorCache) {
         self.nodeid = nodeid
         self._key = key
-        self._fd = fd
+        self.descriptors = descriptors
+        self.slot = DescriptorSlot(fd: -1)
         self.fileType = fileType
     }
 
     deinit {
-        if _fd >= 0 { close(_fd) }
+        descriptors.entryGone(holding: slot.fd)
+        if slot.fd >= 0 { close(slot.fd) }
         for fd in retiredFDs { close(fd) }
         if let (pending, directory) = evictionMark { pending.remove(directory: directory) }
     }
@@ -75,8 +80,14 @@ final class Inode: @unchecked Sendable {
     var isDirectory: Bool { fileType == S_IFDIR }
     var isSymlink: Bool { fileType == S_IFLNK }
 
-    /// The O_PATH descriptor of the backing object.
-    var fd: Int32 { mutex.withLock { _fd } }
+    /// The O_PATH descriptor of the backing object, opened again by name if the cache closed
+    /// it; valid until the request (`DescriptorCache.withPins`) ends. -1 when the object cannot
+    /// be found again (then `procPath` names nothing and calls on it fail).
+    var fd: Int32 { (try? descriptors.descriptor(of: self)) ?? -1 }
+
+    /// `fd`, with the reason when there is none (ESTALE: the object is gone or was replaced).
+    func descriptor() throws -> Int32 { try descriptors.descriptor(of: self) }
+
     var key: BackingKey { mutex.withLock { _key } }
 
     /// "/proc/self/fd/N": the backing object itself, usable with path-only calls.
@@ -84,10 +95,10 @@ final class Inode: @unchecked Sendable {
 
     /// Points the entry at another backing object (after protect replaced the file).
     func replaceBacking(key: BackingKey, fd: Int32) {
+        mutex.withLock { _key = key }
+        let old = descriptors.replace(self, with: fd)
         mutex.withLock {
-            retiredFDs.append(_fd)
-            _key = key
-            _fd = fd
+            if old >= 0 { retiredFDs.append(old) }
             headerKnown = false
             cachedHeader = nil
             cachedKey = nil
@@ -109,7 +120,13 @@ final class Inode: @unchecked Sendable {
 
     /// True once a header (or its absence) was read and not invalidated since.
     var hasCachedHeader: Bool { mutex.withLock { headerKnown } }
-    func adjustOpenCount(_ delta: Int) { mutex.withLock { _openCount += delta } }
+    func adjustOpenCount(_ delta: Int) {
+        let now = mutex.withLock { () -> Int in
+            _openCount += delta
+            return _openCount
+        }
+        if now == 0 { descriptors.handlesClosed(self) }
+    }
 
     /// The cached header when it can be trusted: while a handle is open (every change then
     /// comes through us), or when the backing ctime still equals the one seen when it was read.
@@ -176,8 +193,14 @@ final class InodeTable: @unchecked Sendable {
     /// Unlinked files whose backing inode is freed when their entry goes (see PendingEvictions).
     let pendingEvictions = PendingEvictions()
 
-    init(rootFD: Int32, rootStat: stat) {
-        root = Inode(nodeid: UInt64(mamfs_FUSE_ROOT_ID), key: BackingKey(rootStat), fd: rootFD, fileType: rootStat.st_mode & S_IFMT)
+    /// The bounded O_PATH descriptors of the entries.
+    let descriptors: DescriptorCache
+
+    init(rootFD: Int32, rootStat: stat, descriptorBudget: Int = DescriptorCache.defaultBudget()) {
+        descriptors = DescriptorCache(budget: descriptorBudget)
+        root = Inode(nodeid: UInt64(mamfs_FUSE_ROOT_ID), key: BackingKey(rootStat), fileType: rootStat.st_mode & S_IFMT, descriptors: descriptors)
+        // The root has no recorded name: its descriptor is never closed.
+        descriptors.adopt(rootFD, for: root, scope: nil)
         root.lookupCount = 1
         byNode[root.nodeid] = root
         byKey[root.key] = root
@@ -191,21 +214,36 @@ final class InodeTable: @unchecked Sendable {
         mutex.withLock { byKey[key] }
     }
 
-    /// The entry for the backing object with `st` (open as the O_PATH descriptor `fd`); its
-    /// lookup count goes up by one. `fd` is adopted by a new entry or closed.
-    func acquire(_ st: stat, fd: Int32) -> Inode {
+    /// The entry for the backing object with `st`, found as `name` in `parent`; its lookup
+    /// count goes up by one. A new entry records `name` as where it is (an existing one keeps
+    /// its record: the caller sets the name once its request succeeded). `fd` (an O_PATH
+    /// descriptor of the object, or -1) is adopted by an entry without one, else closed.
+    func acquire(_ st: stat, fd: Int32, parent: Inode, name: UnsafePointer<CChar>) -> Inode {
         let key = BackingKey(st)
+        // Name and descriptor are set before another thread can find a new entry.
         return mutex.withLock {
             if let inode = byKey[key] {
-                close(fd)
                 inode.lookupCount += 1
+                if fd >= 0 { descriptors.adopt(fd, for: inode) }
                 return inode
             }
-            let inode = Inode(nodeid: nextNodeid, key: key, fd: fd, fileType: st.st_mode & S_IFMT)
+            let inode = Inode(nodeid: nextNodeid, key: key, fileType: st.st_mode & S_IFMT, descriptors: descriptors)
+            descriptors.setName(inode, parent: parent, name: name)
+            if fd >= 0 { descriptors.adopt(fd, for: inode) }
             nextNodeid += 1
             inode.lookupCount = 1
             byNode[inode.nodeid] = inode
             byKey[key] = inode
+            return inode
+        }
+    }
+
+    /// `acquire` for an object that already has an entry (its record unchanged); nil (nothing
+    /// counted) otherwise.
+    func acquireExisting(_ st: stat) -> Inode? {
+        mutex.withLock {
+            guard let inode = byKey[BackingKey(st)] else { return nil }
+            inode.lookupCount += 1
             return inode
         }
     }
@@ -225,6 +263,7 @@ final class InodeTable: @unchecked Sendable {
             if byKey[inode.key] === inode { byKey[inode.key] = nil }
             return inode
         }
+        if let removed { descriptors.drop(removed) }
         withExtendedLifetime(removed) {}
     }
 

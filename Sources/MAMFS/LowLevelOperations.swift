@@ -16,7 +16,7 @@ enum LowLevelOperations {
         }
         ops.lookup = { req, parent, name in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).lookup(req, parent, name)
+            serve(req) { $0.lookup(req, parent, name) }
         }
         ops.forget = { req, ino, nlookup in
             filesystem(req).forget(ino, nlookup)
@@ -29,45 +29,43 @@ enum LowLevelOperations {
             }
             fuse_reply_none(req)
         }
-        ops.getattr = { req, ino, _ in filesystem(req).getattr(req, ino) }
+        ops.getattr = { req, ino, _ in serve(req) { $0.getattr(req, ino) } }
         ops.setattr = { req, ino, attr, toSet, fi in
             guard let attr else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).setattr(req, ino, attr.pointee, toSet, fi)
+            serve(req) { $0.setattr(req, ino, attr.pointee, toSet, fi) }
         }
-        ops.readlink = { req, ino in filesystem(req).readlink(req, ino) }
+        ops.readlink = { req, ino in serve(req) { $0.readlink(req, ino) } }
         ops.mknod = { req, parent, name, mode, rdev in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).mknod(req, parent, name, mode, rdev)
+            serve(req) { $0.mknod(req, parent, name, mode, rdev) }
         }
         ops.mkdir = { req, parent, name, mode in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).mkdir(req, parent, name, mode)
+            serve(req) { $0.mkdir(req, parent, name, mode) }
         }
         ops.unlink = { req, parent, name in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).unlink(req, parent, name, directory: false)
+            serve(req) { $0.unlink(req, parent, name, directory: false) }
         }
         ops.rmdir = { req, parent, name in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).unlink(req, parent, name, directory: true)
+            serve(req) { $0.unlink(req, parent, name, directory: true) }
         }
         ops.symlink = { req, target, parent, name in
             guard let target, let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).symlink(req, target, parent, name)
+            serve(req) { $0.symlink(req, target, parent, name) }
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
             guard let name, let newName else { fuse_reply_err(req, EINVAL); return }
-            let fs = filesystem(req)
-            fs.namespaceLock.reading { fs.rename(req, parent, name, newParent, newName, flags) }
+            serve(req) { fs in fs.namespaceLock.reading { fs.rename(req, parent, name, newParent, newName, flags) } }
         }
         ops.link = { req, ino, newParent, newName in
             guard let newName else { fuse_reply_err(req, EINVAL); return }
-            let fs = filesystem(req)
-            fs.namespaceLock.reading { fs.link(req, ino, newParent, newName) }
+            serve(req) { fs in fs.namespaceLock.reading { fs.link(req, ino, newParent, newName) } }
         }
         ops.open = { req, ino, fi in
             guard let fi else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).open(req, ino, fi)
+            serve(req) { $0.open(req, ino, fi) }
         }
         ops.read = { req, _, size, offset, fi in
             guard let fi else { fuse_reply_err(req, EBADF); return }
@@ -77,7 +75,7 @@ enum LowLevelOperations {
             guard let fi else { fuse_reply_err(req, EBADF); return }
             filesystem(req).write(req, buf, size, Int(offset), fi)
         }
-        ops.access = { req, ino, mask in filesystem(req).access(req, ino, mask) }
+        ops.access = { req, ino, mask in serve(req) { $0.access(req, ino, mask) } }
         ops.flush = { req, _, _ in filesystem(req).flush(req) }
         ops.release = { req, _, fi in
             guard let fi else { fuse_reply_err(req, 0); return }
@@ -89,38 +87,38 @@ enum LowLevelOperations {
         }
         ops.opendir = { req, ino, fi in
             guard let fi else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).opendir(req, ino, fi)
+            serve(req) { $0.opendir(req, ino, fi) }
         }
         ops.readdir = { req, ino, size, offset, fi in
             guard let fi else { fuse_reply_err(req, EBADF); return }
-            filesystem(req).readdir(req, ino, size, Int(offset), fi, plus: false)
+            serve(req) { $0.readdir(req, ino, size, Int(offset), fi, plus: false) }
         }
         ops.readdirplus = { req, ino, size, offset, fi in
             guard let fi else { fuse_reply_err(req, EBADF); return }
-            filesystem(req).readdir(req, ino, size, Int(offset), fi, plus: true)
+            serve(req) { $0.readdir(req, ino, size, Int(offset), fi, plus: true) }
         }
         ops.releasedir = { req, _, fi in
             guard let fi else { fuse_reply_err(req, 0); return }
             filesystem(req).releasedir(req, fi)
         }
-        ops.fsyncdir = { req, ino, _, _ in filesystem(req).fsyncdir(req, ino) }
+        ops.fsyncdir = { req, ino, _, _ in serve(req) { $0.fsyncdir(req, ino) } }
         ops.statfs = { req, _ in filesystem(req).statfs(req) }
         ops.setxattr = { req, ino, name, value, size, flags in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).setxattr(req, ino, name, value, size, flags)
+            serve(req) { $0.setxattr(req, ino, name, value, size, flags) }
         }
         ops.getxattr = { req, ino, name, size in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).getxattr(req, ino, name, size)
+            serve(req) { $0.getxattr(req, ino, name, size) }
         }
-        ops.listxattr = { req, ino, size in filesystem(req).listxattr(req, ino, size) }
+        ops.listxattr = { req, ino, size in serve(req) { $0.listxattr(req, ino, size) } }
         ops.removexattr = { req, ino, name in
             guard let name else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).removexattr(req, ino, name)
+            serve(req) { $0.removexattr(req, ino, name) }
         }
         ops.create = { req, parent, name, mode, fi in
             guard let name, let fi else { fuse_reply_err(req, EINVAL); return }
-            filesystem(req).create(req, parent, name, mode, fi)
+            serve(req) { $0.create(req, parent, name, mode, fi) }
         }
         ops.fallocate = { req, _, mode, offset, length, fi in
             guard let fi else { fuse_reply_err(req, EBADF); return }
@@ -132,6 +130,14 @@ enum LowLevelOperations {
         }
         return ops
     }
+}
+
+/// Runs a request's handler with the node descriptors it reads kept open until it returns
+/// (DescriptorCache.withPins). Handlers that use only their open handle's descriptor (read,
+/// write, flush, fsync, release, fallocate, lseek) and forget do without.
+private func serve(_ req: fuse_req_t?, _ handler: (OverlayFilesystem) -> Void) {
+    let fs = filesystem(req)
+    DescriptorCache.withPins { handler(fs) }
 }
 
 private func filesystem(_ req: fuse_req_t?) -> OverlayFilesystem {

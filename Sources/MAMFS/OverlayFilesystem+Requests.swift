@@ -53,11 +53,13 @@ extension OverlayFilesystem {
             return
         }
         provider.enqueue(wait: wait) { [self] in
-            inode.content.reading {
-                var st = stat()
-                guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
-                      let path = try? backingPath(inode) else { return }
-                provider.fileChanged(path: path)
+            DescriptorCache.withPins {
+                inode.content.reading {
+                    var st = stat()
+                    guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
+                          let path = try? backingPath(inode) else { return }
+                    provider.fileChanged(path: path)
+                }
             }
         }
     }
@@ -214,45 +216,59 @@ extension OverlayFilesystem {
     // MARK: Directories and special files
 
     func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t) {
+        var made: MadeObject?
         do {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
-            guard mkdirat(dir.fd, name, mode & 0o7777) == 0 else { throw FilesystemError.current() }
-            chownToCaller(req, dirFD: dir.fd, name: name)
+            let dirFD = try dir.descriptor()
+            guard mkdirat(dirFD, name, mode & 0o7777) == 0 else { throw FilesystemError.current() }
+            made = MadeObject(directoryFD: dirFD, name: name)
+            chownToCaller(req, dirFD: dirFD, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyEntry(req, inode, st)
+            replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
+            made?.remove()
             fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
         }
     }
 
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ rdev: dev_t) {
+        var made: MadeObject?
         do {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
             if (mode & S_IFMT) == S_IFREG {
                 // Regular files made by mknod are tagged like created ones.
-                close(try createTagged(req, dir: dir, name: name, mode: mode).fd)
+                let created = try createTagged(req, dir: dir, name: name, mode: mode)
+                made = created.made
+                close(created.fd)
             } else {
-                guard mknodat(dir.fd, name, mode, rdev) == 0 else { throw FilesystemError.current() }
-                chownToCaller(req, dirFD: dir.fd, name: name)
+                let dirFD = try dir.descriptor()
+                guard mknodat(dirFD, name, mode, rdev) == 0 else { throw FilesystemError.current() }
+                made = MadeObject(directoryFD: dirFD, name: name)
+                chownToCaller(req, dirFD: dirFD, name: name)
             }
             let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyEntry(req, inode, st)
+            replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
+            made?.remove()
             fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
         }
     }
 
     func symlink(_ req: fuse_req_t?, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
+        var made: MadeObject?
         do {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
-            guard symlinkat(target, dir.fd, name) == 0 else { throw FilesystemError.current() }
-            chownToCaller(req, dirFD: dir.fd, name: name)
+            let dirFD = try dir.descriptor()
+            guard symlinkat(target, dirFD, name) == 0 else { throw FilesystemError.current() }
+            made = MadeObject(directoryFD: dirFD, name: name)
+            chownToCaller(req, dirFD: dirFD, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyEntry(req, inode, st)
+            replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
+            made?.remove()
             fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
         }
     }
@@ -269,14 +285,21 @@ extension OverlayFilesystem {
     }
 
     func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: UnsafePointer<CChar>) {
+        var made: MadeObject?
         do {
             let inode = try node(ino)
             let dir = try node(newParent)
             try checkVisibleName(dir, newName)
-            guard linkat(AT_FDCWD, inode.procPath, dir.fd, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
+            let source = "/proc/self/fd/\(try inode.descriptor())"
+            let dirFD = try dir.descriptor()
+            guard linkat(AT_FDCWD, source, dirFD, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
+            made = MadeObject(directoryFD: dirFD, name: newName)
             let (linked, st) = try lookupEntry(parent: dir, name: newName)
-            replyEntry(req, linked, st)
-        } catch { fail(req, error) }
+            replyMade(req, linked, st, made, dir: dir, name: newName)
+        } catch {
+            made?.remove()
+            fail(req, error)
+        }
     }
 
     func unlink(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, directory: Bool) {
@@ -285,7 +308,9 @@ extension OverlayFilesystem {
             try checkVisibleName(dir, name, missing: true)
             guard let provider else {
                 let victim = prepareUnlink(dir, name, directory: directory)
+                let named = entryBeforeRemoval(dir, name)
                 guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+                recordRemoval(named, dir: dir, name: name)
                 victim?.markAwaitingEviction(table.pendingEvictions, directory: dir.key)
                 fuse_reply_err(req, 0)
                 return
@@ -300,7 +325,9 @@ extension OverlayFilesystem {
                 let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
                 let item = lastLink ? provider.itemBeforeRemoval(path: path) : nil
                 let victim = prepareUnlink(dir, name, directory: directory)
+                let named = entryBeforeRemoval(dir, name)
                 guard unlinkat(dir.fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw FilesystemError.current() }
+                recordRemoval(named, dir: dir, name: name)
                 victim?.markAwaitingEviction(table.pendingEvictions, directory: dir.key)
                 return (lastLink, item)
             }
@@ -334,15 +361,17 @@ extension OverlayFilesystem {
             let from = try node(parent)
             let to = try node(newParent)
             guard flags & ~(mamfs_fuse_RENAME_NOREPLACE | mamfs_fuse_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
+            let exchange = flags & mamfs_fuse_RENAME_EXCHANGE != 0
             guard let provider else {
+                let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
                 let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
                 guard rc == 0 else { throw FilesystemError.current() }
+                recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
                 fuse_reply_err(req, 0)
                 return
             }
             try checkVisibleName(from, name, missing: true)
             try checkVisibleName(to, newName)
-            let exchange = flags & mamfs_fuse_RENAME_EXCHANGE != 0
             let oldPath = try childPath(from, name)
             let newPath = try childPath(to, newName)
             // The local rename runs in order with the queued provider work (the upload queued
@@ -356,8 +385,10 @@ extension OverlayFilesystem {
                 if let target = replaced, provider.itemBeforeRemoval(path: oldPath)?.identifier == target.identifier { replaced = nil }
                 let source = MountedProvider.LocalObject(directory: from.fd, name: name)
                 let target = exchange ? MountedProvider.LocalObject(directory: to.fd, name: newName) : nil
+                let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
                 let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
                 guard rc == 0 else { throw FilesystemError.current() }
+                recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
                 return (source, target, replaced)
             }
             fuse_reply_err(req, 0)
@@ -463,7 +494,8 @@ extension OverlayFilesystem {
                         e.attr.st_mode = mode_t(entry.type) << 12
                     } else {
                         do {
-                            let (inode, st) = try lookupEntry(parent: dir.inode, name: entry.name)
+                            // Each entry's descriptor is released once looked up (not held for the reply).
+                            let (inode, st) = try DescriptorCache.withPins { try lookupEntry(parent: dir.inode, name: entry.name) }
                             looked = inode
                             e = entryParameters(inode, st)
                         } catch {
@@ -547,20 +579,25 @@ extension OverlayFilesystem {
     /// directory, else the mount's account). Returns the O_RDWR backing descriptor.
     /// Creates `name` in `dir` with the inherited owner's header written; returns the read-write
     /// descriptor with the header and file key it was written with.
+    /// `made` is what the caller removes when it fails later.
     private func createTagged(_ req: fuse_req_t?, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws
-        -> (fd: Int32, header: ProtectedFileHeader?, key: SymmetricKey?) {
-        let fd = openat(dir.fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode & 0o7777)
+        -> (fd: Int32, header: ProtectedFileHeader?, key: SymmetricKey?, made: MadeObject) {
+        let dirFD = try dir.descriptor()
+        let fd = openat(dirFD, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode & 0o7777)
         guard fd >= 0 else { throw FilesystemError.current() }
+        var st = stat()
+        let made = fstat(fd, &st) == 0 ? MadeObject(directoryFD: dirFD, name: name, stat: st) : MadeObject(directoryFD: dirFD, name: name)
         do {
-            chownToCaller(req, dirFD: dir.fd, name: name)
-            let owner = inheritedOwner(of: dir)
+            guard let made else { throw FilesystemError.current() }
+            chownToCaller(req, dirFD: dirFD, name: name)
+            let owner = try inheritedOwner(of: dir)
             let (header, key) = try context.newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.
             if let header { try ProtectedFileContent(fd: fd, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
-            return (fd, header, key)
+            return (fd, header, key, made)
         } catch {
             close(fd)
-            unlinkat(dir.fd, name, 0)
+            made?.remove()
             throw error
         }
     }
@@ -568,6 +605,7 @@ extension OverlayFilesystem {
     func create(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ fi: UnsafeMutablePointer<fuse_file_info>) {
         refresh(force: true)
         var registered: Inode?
+        var made: MadeObject?
         do {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
@@ -575,7 +613,8 @@ extension OverlayFilesystem {
             let header: ProtectedFileHeader?
             let key: SymmetricKey?
             do {
-                (fd, header, key) = try createTagged(req, dir: dir, name: name, mode: mode)
+                let created = try createTagged(req, dir: dir, name: name, mode: mode)
+                (fd, header, key, made) = (created.fd, created.header, created.key, created.made)
             } catch let error as FilesystemError where error.code == EEXIST && fi.pointee.flags & O_EXCL == 0 {
                 // The kernel thought the name was free, but it exists: open it instead.
                 let (inode, _) = try lookupEntry(parent: dir, name: name)
@@ -591,7 +630,7 @@ extension OverlayFilesystem {
                 guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
                 let pathFD = Glibc.open("/proc/self/fd/\(fd)", mamfs_fuse_O_PATH | O_CLOEXEC)
                 guard pathFD >= 0 else { throw FilesystemError.current() }
-                let inode = table.acquire(st, fd: pathFD)
+                let inode = table.acquire(st, fd: pathFD, parent: dir, name: name)
                 registered = inode
                 // The header and key just written (no read back, no second unwrap).
                 let generation = self.generation
@@ -604,14 +643,17 @@ extension OverlayFilesystem {
                 close(fd)
                 throw error
             }
-            try replyCreate(req, handle.inode, handle, fi)
+            try replyCreate(req, handle.inode, handle, fi, made: made)
         } catch {
             if let registered { table.forget(registered.nodeid, count: 1) }
+            made?.remove()
             fail(req, error)
         }
     }
 
-    private func replyCreate(_ req: fuse_req_t?, _ inode: Inode, _ handle: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>) throws {
+    /// `made`: the file this request created, removed again when the kernel does not take the reply.
+    private func replyCreate(_ req: fuse_req_t?, _ inode: Inode, _ handle: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>,
+                             made: MadeObject? = nil) throws {
         let st: stat
         do {
             st = try attributes(inode, hideWiped: false)
@@ -627,6 +669,7 @@ extension OverlayFilesystem {
             _ = OpenFile.release(fi.pointee.fh)
             inode.adjustOpenCount(-1)
             table.forget(inode.nodeid, count: 1)
+            made?.remove()
         }
     }
 
@@ -680,7 +723,7 @@ extension OverlayFilesystem {
                 var key = try fileKey(inode, header: header)
                 if truncating {
                     if header == nil {
-                        let owner = inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
+                        let owner = try inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
                         let (newHeader, newKey) = try context.newFileHeader(owner: owner)
                         guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
                         if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }

@@ -111,12 +111,17 @@ final class OverlayFilesystem: @unchecked Sendable {
 
     /// Entries whose backing file was replaced under its name (protect rewrites through a temp
     /// file and rename) are pointed at the new file, so the kernel's node keeps working.
+    /// Entries whose descriptor is closed are not opened for this: they find their object
+    /// again by name, and one replaced under its name answers ESTALE until looked up again.
     func rekeyReplacedEntries() {
         for inode in table.all where inode.isRegular {
-            var st = stat()
-            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { continue }
-            guard let link = readLink(inode.procPath), link.hasSuffix(" (deleted)") else { continue }
-            rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
+            DescriptorCache.withPins {
+                guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
+                var st = stat()
+                guard fstatat(fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
+                guard let link = readLink("/proc/self/fd/\(fd)"), link.hasSuffix(" (deleted)") else { return }
+                rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
+            }
         }
     }
 
@@ -144,7 +149,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// The current backing path of an object (follows renames made through the mount).
     func backingPath(_ inode: Inode) throws -> String {
         if inode.nodeid == table.root.nodeid { return rootPath }
-        guard var link = readLink(inode.procPath) else { throw FilesystemError.current() }
+        guard var link = readLink("/proc/self/fd/\(try inode.descriptor())") else { throw FilesystemError.current() }
         if link.hasSuffix(" (deleted)") { link.removeLast(" (deleted)".count) }
         return link
     }
@@ -161,40 +166,43 @@ final class OverlayFilesystem: @unchecked Sendable {
     ///
     /// Walks by descriptors (the directory's own O_PATH descriptor, then "..") rather than by
     /// path: no readlink and no path walk per level, on the create path of every file.
-    func inheritedOwner(of directory: Inode) -> String {
-        inheritedOwner(directoryFD: directory.fd)
+    /// - Throws: `FilesystemError` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
+    ///   walk never falls back to the mount's account because a tagged level was out of reach.
+    func inheritedOwner(of directory: Inode) throws -> String {
+        try inheritedOwner(directoryFD: try directory.descriptor())
     }
 
     /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent).
-    func inheritedOwner(directoryPath: String) -> String {
+    func inheritedOwner(directoryPath: String) throws -> String {
         let fd = Glibc.open(directoryPath, mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return options.account }
+        guard fd >= 0 else { throw FilesystemError.current() }
         defer { close(fd) }
-        return inheritedOwner(directoryFD: fd)
+        return try inheritedOwner(directoryFD: fd)
     }
 
     /// The walk itself, from a descriptor of the starting directory (not closed here).
-    private func inheritedOwner(directoryFD: Int32) -> String {
+    private func inheritedOwner(directoryFD: Int32) throws -> String {
         let rootKey = table.root.key
         var current = directoryFD
+        defer { if current != directoryFD { close(current) } }
         var st = stat()
-        guard fstat(current, &st) == 0 else { return options.account }
+        guard fstat(current, &st) == 0 else { throw FilesystemError.current() }
         while true {
-            if let owner = DirectoryOwner.read(path: "/proc/self/fd/\(current)") {
-                if current != directoryFD { close(current) }
-                return owner
-            }
+            if let owner = DirectoryOwner.read(path: "/proc/self/fd/\(current)") { return owner }
             // The backing root ends the walk; so does the filesystem root (a directory moved
             // out of the backing tree behind the mount's back).
+            if BackingKey(st) == rootKey { break }
+            let parent = openat(current, "..", mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
+            guard parent >= 0 else { throw FilesystemError.current() }
             var parentStat = stat()
-            let parent = BackingKey(st) == rootKey ? -1 : openat(current, "..", mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-            if current != directoryFD { close(current) }
-            guard parent >= 0 else { break }
-            guard fstat(parent, &parentStat) == 0, BackingKey(parentStat) != BackingKey(st) else {
+            guard fstat(parent, &parentStat) == 0 else {
+                let error = FilesystemError.current()
                 close(parent)
-                break
+                throw error
             }
+            if current != directoryFD { close(current) }
             current = parent
+            guard BackingKey(parentStat) != BackingKey(st) else { break }
             st = parentStat
         }
         return options.account
@@ -208,7 +216,7 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// The header for attribute replies. Call with the content lock held (shared is enough).
     func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
         if let cached = inode.cachedHeader(ctime: ctime) { return cached }
-        let fd = Glibc.open(inode.procPath, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        let fd = Glibc.open("/proc/self/fd/\(try inode.descriptor())", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw FilesystemError.current() }
         defer { close(fd) }
         let header = try ProtectedFileHeader.read(fd: fd)
@@ -233,7 +241,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
         var st = stat()
         let body = {
-            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            guard fstatat(try inode.descriptor(), "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
+                throw FilesystemError.current()
+            }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
             let header = try self.header(inode, ctime: st.st_ctim)
             if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
@@ -266,19 +276,44 @@ final class OverlayFilesystem: @unchecked Sendable {
         if header.isEncrypted { st.st_blocks = Int((size + 511) / 512) }
     }
 
-    /// Finds `name` in `parent`, registers it (lookup count + 1) and returns its attributes.
+    /// Finds `name` in `parent`, registers it (lookup count + 1, `name` recorded as where it
+    /// is) and returns its attributes.
+    ///
+    /// An object that has an entry already is found by fstatat, without a new descriptor: a
+    /// missing name answers ENOENT and a known one is found even when the daemon is out of
+    /// descriptors.
     func lookupEntry(parent: Inode, name: UnsafePointer<CChar>) throws -> (Inode, stat) {
-        let fd = openat(parent.fd, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
+        let parentFD = try parent.descriptor()
         var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            let error = FilesystemError.current()
-            close(fd)
-            throw error
+        guard fstatat(parentFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        let inode: Inode
+        if let known = table.acquireExisting(st) {
+            inode = known
+            if table.descriptors.openDescriptor(of: known) == nil {
+                // Closed by the cache: opened from the name just found, not the old record.
+                let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                var opened = stat()
+                if fd >= 0, fstat(fd, &opened) == 0, BackingKey(opened) == known.key {
+                    table.descriptors.adopt(fd, for: known)
+                } else if fd >= 0 {
+                    close(fd)
+                }
+            }
+        } else {
+            let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { throw FilesystemError.current() }
+            guard fstat(fd, &st) == 0 else {
+                let error = FilesystemError.current()
+                close(fd)
+                throw error
+            }
+            inode = table.acquire(st, fd: fd, parent: parent, name: name)
         }
-        let inode = table.acquire(st, fd: fd)
         do {
-            return (inode, try attributes(inode))
+            let attributes = try attributes(inode)
+            // Recorded only now: a failed lookup (whose name may be removed again) keeps the old.
+            table.descriptors.setName(inode, parent: parent, name: name)
+            return (inode, attributes)
         } catch {
             table.forget(inode.nodeid, count: 1)
             throw error

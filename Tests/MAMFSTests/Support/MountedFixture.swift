@@ -107,7 +107,9 @@ final class MountedFixture: @unchecked Sendable {
          "OTHER": MountedFixture.otherAccount, "BASE": base]
     }
 
-    init(_ kind: Kind, backing customBacking: String? = nil, options: [String] = []) throws {
+    /// `launcher`: a command the `mamfs mount` daemon is started under (e.g. `prlimit
+    /// --nofile=1024:1024`); such a fixture needs the daemon (no in-process fallback).
+    init(_ kind: Kind, backing customBacking: String? = nil, options: [String] = [], launcher: [String] = []) throws {
         self.kind = kind
         base = NSTemporaryDirectory() + "mamfs-fs-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
@@ -122,7 +124,7 @@ final class MountedFixture: @unchecked Sendable {
         try Data(#"{"fileEncryptionRequired": true, "fileProviderEncryptFiles": true}"#.utf8).write(to: URL(fileURLWithPath: policy))
         try mamfs(["init"])
         try mamfs(["enroll", MountedFixture.account, "--policy", policy])
-        try mount(options: options)
+        try mount(options: options, launcher: launcher)
     }
 
     deinit {
@@ -147,13 +149,13 @@ final class MountedFixture: @unchecked Sendable {
         ProcessInfo.processInfo.environment["MAMFS_TEST_IN_PROCESS"] == "1"
     }
 
-    private func mount(options: [String]) throws {
+    private func mount(options: [String], launcher: [String]) throws {
         let account = isManaged ? ["--account", MountedFixture.account] : []
         let opts = options.isEmpty ? [] : ["-o", options.joined(separator: ",")]
         if !MountedFixture.useInProcess {
             // The daemon's diagnostics go to `log` (-o log=FILE); the CLI's own errors too (2>>).
             let logOption = ["-o", "log=" + log]
-            let command = ([MamfsBinary.path, "mount", backing, mountpoint] + account + opts + logOption + ["--state", state]).map(shellQuote).joined(separator: " ")
+            let command = (launcher + [MamfsBinary.path, "mount", backing, mountpoint] + account + opts + logOption + ["--state", state]).map(shellQuote).joined(separator: " ")
             let result = try shell(command + " 2>>" + shellQuote(log))
             if result.status == 0 {
                 mounted = true
@@ -161,7 +163,7 @@ final class MountedFixture: @unchecked Sendable {
                 return
             }
             let logText = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            guard logText.contains("not available in this build") else {
+            guard logText.contains("not available in this build"), launcher.isEmpty else {
                 throw FixtureError(description: "mamfs mount failed (\(result.status)): \(logText)")
             }
         }
