@@ -71,12 +71,13 @@ final class AccountKeyStore: @unchecked Sendable {
         return (keyId, key)
     }
 
-    /// Destroys every key of the account (crypto-shredding).
-    /// - Returns: the number of keys destroyed.
+    /// Destroys every key of the account (crypto-shredding) in the database.
+    /// - Returns: the number of keys destroyed and their wrapped bytes; pass those to
+    ///   `StateStore.requireKeyBytesGone` to make sure no copy stays on disk.
     @discardableResult
-    func destroyKeys(accountId: String) throws -> Int {
+    func destroyKeys(accountId: String) throws -> (count: Int, wrapped: [Data]) {
         invalidate()
-        return try state.deleteAccountKeys(accountId)
+        return try state.deleteAccountKeysReturningBlobs(accountId)
     }
 
     /// Drops the in-memory cache (after another process changed the state).

@@ -60,7 +60,7 @@ public enum MasterKey {
         case "keyfile":
             key = try readKeyFile(directory.masterKeyURL.path)
         default:
-            throw MAMError.internalError("unknown key derivation '\(kdf)' in the state")
+            throw MAMError.internalError("unknown key derivation '\(InputQuote.short(kdf))' in the state")
         }
         guard let check = try state.metaValue(checkMetaKey) else {
             throw MAMError.internalError("the state has no master key check value")

@@ -159,13 +159,73 @@ public struct FileProtectionManager: Sendable {
     /// Decrypts `path` to its plain bytes (no header), in place or into `toCopyPath` leaving the
     /// original untouched. Mirrors `decryptFile:` and `decryptFile:toCopyPath:`.
     /// - Throws: `.fileNotFound`, `.operationOnDirectory`, `.failedToDecrypt` for a file that is
-    ///   not protected, `.keyUnavailable`, `.authenticationFailed`, `.cannotCreateOutput`.
+    ///   not protected, `.keyUnavailable`, `.authenticationFailed` (also for a plain-tagged file
+    ///   claiming a managed account whose policy requires encryption), `.cannotCreateOutput`.
     public func decryptFile(path: String, toCopyPath: String? = nil) throws {
         try requireRegularFile(path)
+        let header = try requireDecryptable(path)
+        try transform(path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+    }
+
+    /// The header of a file `decrypt` may decrypt.
+    private func requireDecryptable(_ path: String) throws -> ProtectedFileHeader {
         guard let header = try readHeader(path) else {
             throw MAMError.failedToDecrypt("\(path) is not a protected file")
         }
-        try transform(path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+        if !header.isEncrypted, context.policyEvaluator.isFileEncryptionRequired(accountId: header.owner) {
+            // Plain headers are not authenticated; a managed account whose policy requires
+            // encryption has its files encrypted, so this claim is not taken at its word.
+            throw MAMError.authenticationFailed("\(path): plain-tagged file claims the managed account \(header.owner), whose policy requires encryption; the header is not authenticated (forged, or written before the policy required encryption: 'mamfs protect' encrypts it)")
+        }
+        return header
+    }
+
+    /// `encryptFile` with the encrypted bytes written to the open descriptor `stream` (stdout
+    /// for `-o -`) instead of a file; `path` is left as it is.
+    /// - Throws: as `encryptFile`; `.system` when writing to `stream` fails.
+    public func encryptFile(path: String, forAccountId accountId: String, toStream stream: Int32) throws {
+        try requireRegularFile(path)
+        let owner = try context.resolveOwner(accountId)
+        let header = try readHeader(path)
+        let (newHeader, fileKey) = try context.newEncryptedHeader(owner: owner)
+        try OutputTarget.throughMemory(to: stream) { fd in
+            try copyContent(path, header: header, into: fd, header: newHeader, fileKey: fileKey)
+        }
+    }
+
+    /// `decryptFile(path:toCopyPath:)` with the plaintext written to the open descriptor
+    /// `stream` (stdout for `-o -`); `path` is left as it is.
+    /// - Throws: as `decryptFile`; `.system` when writing to `stream` fails.
+    public func decryptFile(path: String, toStream stream: Int32) throws {
+        try requireRegularFile(path)
+        let header = try requireDecryptable(path)
+        try OutputTarget.throughMemory(to: stream) { fd in
+            try copyContent(path, header: header, into: fd, header: nil, fileKey: nil)
+        }
+    }
+
+    /// Copies the plaintext of `path` into the empty file `fd`, protected with `newHeader`.
+    private func copyContent(_ path: String, header: ProtectedFileHeader?, into fd: Int32,
+                             header newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?) throws {
+        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
+        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        defer { close(sourceFD) }
+        let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
+        let destination = try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
+        defer {
+            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            buffer.deallocate()
+        }
+        try destination.writeHeaderIfMissing()
+        let size = try source.plaintextSize()
+        var offset: Int64 = 0
+        while offset < size {
+            let n = try source.read(into: buffer, at: offset)
+            if n == 0 { break }
+            try destination.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset)
+            offset += Int64(n)
+        }
     }
 
     // MARK: Rewriting
@@ -181,9 +241,7 @@ public struct FileProtectionManager: Sendable {
         fstat(sourceFD, &st)
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         let target = output ?? path
-        if let output, (try? statPath(output)).map({ ($0.st_mode & S_IFMT) == S_IFDIR }) == true {
-            throw MAMError.cannotCreateOutput("\(output) is a directory")
-        }
+        if let output { try OutputTarget.requireReplaceable(output) }
         let writer = try AtomicFileWriter(targetPath: target)
         let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
