@@ -25,12 +25,10 @@ final class AccountKeyStore: @unchecked Sendable {
     @discardableResult
     func createKey(accountId: String) throws -> UInt32 {
         let key = try SymmetricKey.random()
-        var bytes = key.copyBytes()
-        defer { for i in bytes.indices { bytes[i] = 0 } }
         let cipher = try AESGCM(key: masterKey)
         defer { invalidate() }
         return try state.addAccountKey(accountId) { keyId in
-            Data(try cipher.seal(bytes, aad: AccountKeyStore.wrapAAD(accountId: accountId, keyId: keyId)))
+            Data(try cipher.seal(key: key, aad: AccountKeyStore.wrapAAD(accountId: accountId, keyId: keyId)))
         }
     }
 
@@ -46,11 +44,12 @@ final class AccountKeyStore: @unchecked Sendable {
         guard let wrapped = try state.accountKey(id, keyId: keyId) else {
             throw MAMError.keyUnavailable("no key \(keyId) for account \(id) (the account was wiped or is not registered here)")
         }
-        guard var bytes = try AESGCM(key: masterKey).open(Array(wrapped), aad: AccountKeyStore.wrapAAD(accountId: id, keyId: keyId)) else {
+        // Unwrapped straight into the buffer the key keeps (no array copy left in the heap).
+        guard let secret = try AESGCM(key: masterKey).openSecret(Array(wrapped), aad: AccountKeyStore.wrapAAD(accountId: id, keyId: keyId)),
+              secret.count == SymmetricKey.byteCount else {
             throw MAMError.authenticationFailed("the stored key \(keyId) of account \(id) does not authenticate")
         }
-        defer { for i in bytes.indices { bytes[i] = 0 } }
-        let key = try SymmetricKey(bytes: bytes)
+        let key = try SymmetricKey(adopting: secret)
         lock.lock(); cache[cacheKey] = key; lock.unlock()
         return key
     }
