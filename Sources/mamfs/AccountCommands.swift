@@ -33,7 +33,7 @@ enum AccountCommands {
     static let wipe = Verb(
         "wipe",
         usage: ["mamfs wipe ACCOUNT [--root DIR]... [--state DIR]"],
-        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone.",
+        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits 74 when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
         options: ["--root DIR              also search DIR for the account's files (repeatable)"],
         spec: ArgumentSpec(repeatable: ["--root"], positionals: 1...1),
         run: runWipe)

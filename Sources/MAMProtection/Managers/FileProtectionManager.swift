@@ -159,8 +159,8 @@ public struct FileProtectionManager: Sendable {
     /// Decrypts `path` to its plain bytes (no header), in place or into `toCopyPath` leaving the
     /// original untouched. Mirrors `decryptFile:` and `decryptFile:toCopyPath:`.
     /// - Throws: `.fileNotFound`, `.operationOnDirectory`, `.failedToDecrypt` for a file that is
-    ///   not protected, `.keyUnavailable`, `.authenticationFailed` (also for a plain-tagged file
-    ///   claiming a managed account whose policy requires encryption), `.cannotCreateOutput`.
+    ///   not protected, `.keyUnavailable`, `.authenticationFailed`, `.cannotCreateOutput`.
+    ///   A plain-tagged file is decrypted (its tag stripped) whoever it names.
     public func decryptFile(path: String, toCopyPath: String? = nil) throws {
         try requireRegularFile(path)
         let header = try requireDecryptable(path)
@@ -172,11 +172,11 @@ public struct FileProtectionManager: Sendable {
         guard let header = try readHeader(path) else {
             throw MAMError.failedToDecrypt("\(path) is not a protected file")
         }
-        if !header.isEncrypted, context.policyEvaluator.isFileEncryptionRequired(accountId: header.owner) {
-            // Plain headers are not authenticated; a managed account whose policy requires
-            // encryption has its files encrypted, so this claim is not taken at its word.
-            throw MAMError.authenticationFailed("\(path): plain-tagged file claims the managed account \(header.owner), whose policy requires encryption; the header is not authenticated (forged, or written before the policy required encryption: 'mamfs protect' encrypts it)")
-        }
+        // A plain-tagged file naming a managed account is accepted: plain headers are not
+        // authenticated, but such files are legitimate (a policy without file encryption, a
+        // file written before the policy changed), and decrypting one only strips the tag from
+        // bytes that are already plain on disk; the result is untagged, so no managed status
+        // is handed on. Buffers differ (DataProtectionManager.unprotect).
         return header
     }
 
@@ -211,7 +211,11 @@ public struct FileProtectionManager: Sendable {
         guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
         defer { close(sourceFD) }
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
-        let destination = try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey)
+        try copyPlaintext(from: source, to: try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey))
+    }
+
+    /// Writes the header of `destination` (if it has one) and every plaintext byte of `source` into it.
+    private func copyPlaintext(from source: ProtectedFileContent, to destination: ProtectedFileContent) throws {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
         defer {
             OPENSSL_cleanse(buffer.baseAddress, buffer.count)
@@ -244,21 +248,8 @@ public struct FileProtectionManager: Sendable {
         if let output { try OutputTarget.requireReplaceable(output) }
         let writer = try AtomicFileWriter(targetPath: target)
         let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
-        defer {
-            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
-            buffer.deallocate()
-        }
         do {
-            try destination.writeHeaderIfMissing()
-            let size = try source.plaintextSize()
-            var offset: Int64 = 0
-            while offset < size {
-                let n = try source.read(into: buffer, at: offset)
-                if n == 0 { break }
-                try destination.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset)
-                offset += Int64(n)
-            }
+            try copyPlaintext(from: source, to: destination)
             if output == nil { copyExtendedAttributes(from: sourceFD, to: writer.fd) }
             writer.copyAttributes(from: st, keepTimes: output == nil)
             try writer.commit()
