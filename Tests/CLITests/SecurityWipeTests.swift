@@ -79,6 +79,25 @@ struct SecurityWipeTests {
         #expect(result.err.contains("mount point"), "\(result.err)")
     }
 
+    @Test("wipe does not cross a bind mount of the same filesystem inside a root")
+    func wipeDoesNotCrossBindMounts() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let victim = try managedFile(sandbox, "outside/victim.txt", "root only\n")
+        let mountPoint = sandbox.path("root/bind")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mounted = try runProcess("/usr/bin/mount", ["--bind", sandbox.path("outside"), mountPoint],
+                                     stdin: Data(), environment: sandbox.environment)
+        try #require(mounted.status == 0, "mount --bind: \(mounted.err)")
+        defer { _ = try? runProcess("/usr/bin/umount", ["-l", mountPoint], stdin: Data(), environment: sandbox.environment) }
+        let here = try managedFile(sandbox, "root/here.txt", "here\n")
+        let result = try sandbox.run(["wipe", Fixtures.account, "--root", sandbox.path("root")])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(!sandbox.exists(here))
+        #expect(sandbox.exists(victim), "the wipe crossed a bind mount")
+        #expect(result.err.contains("mount point"), "\(result.err)")
+    }
+
     @Test("wipe empties .mamfs-provider/tmp under a root and keeps the provider's other files")
     func wipeRemovesProviderTemporaries() throws {
         let sandbox = try Sandbox()

@@ -81,14 +81,18 @@ struct WipeRoot {
 /// fstatat(AT_SYMLINK_NOFOLLOW), opened with openat(O_NOFOLLOW | O_NONBLOCK) and checked with
 /// fstat, and removed with unlinkat on the same descriptor. Swapping a directory for a
 /// symbolic link while the wipe runs therefore cannot send it outside the tree, and a FIFO or
-/// device never blocks it. Another filesystem mounted inside a root is not entered (st_dev);
-/// the walk notes it. The contents of every `.mamfs-provider/tmp` directory met are removed
+/// device never blocks it. A mount point inside a root is not entered (another st_dev, or a
+/// path listed in /proc/self/mountinfo, which also catches bind mounts of the same
+/// filesystem); the walk notes it. The contents of every `.mamfs-provider/tmp` directory met are removed
 /// whoever owns them: they are provider temporaries that a crash may have left.
 struct WipeWalker {
     let owner: String
     let progress: ((WipeProgress) -> Void)?
     var report = WipeReport()
     var examined = 0
+    /// Mount points of this mount namespace: a bind mount of the same filesystem has the same
+    /// st_dev, so the walk also compares each directory's kernel path with these.
+    private let mountPoints = MountPoints.current()
 
     init(owner: String, progress: ((WipeProgress) -> Void)?) {
         self.owner = owner
@@ -108,7 +112,8 @@ struct WipeWalker {
             defer { Glibc.close(fd) }
             var opened = stat()
             guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == st.st_dev else { return }
-            try walk(fd, path: root.path, name: PathName.lastComponent(of: root.path), device: opened.st_dev)
+            try walk(fd, path: root.path, kernelPath: MountPoints.kernelPath(of: fd),
+                     name: PathName.lastComponent(of: root.path), device: opened.st_dev)
             if DirectoryOwner.read(fd: fd) == owner { fremovexattr(fd, DirectoryOwner.attributeName) }
         case S_IFREG:
             examined += 1
@@ -118,15 +123,17 @@ struct WipeWalker {
         }
     }
 
-    private mutating func walk(_ directory: Int32, path: String, name directoryName: String, device: dev_t) throws {
+    private mutating func walk(_ directory: Int32, path: String, kernelPath: String?, name directoryName: String,
+                               device: dev_t) throws {
         for entry in Self.entries(of: directory) {
             let name = entry.bytes
             let child = PathName.appending(entry.text, to: path)
+            let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
             var st = stat()
             guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
-                guard st.st_dev == device else {
+                guard st.st_dev == device, !mountPoints.contains(childKernelPath) else {
                     report.notes.append("\(child): not crossed, it is a mount point (another filesystem); its files were not examined")
                     continue
                 }
@@ -136,10 +143,10 @@ struct WipeWalker {
                 var opened = stat()
                 guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == device else { continue }
                 if entry.text == "tmp" && directoryName == ".mamfs-provider" {
-                    purge(fd, path: child, device: device)
+                    purge(fd, path: child, kernelPath: childKernelPath, device: device)
                     continue
                 }
-                try walk(fd, path: child, name: entry.text, device: device)
+                try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device)
                 if DirectoryOwner.read(fd: fd) == owner {
                     if unlinkat(directory, name, AT_REMOVEDIR) != 0 { fremovexattr(fd, DirectoryOwner.attributeName) }
                     report.removedDirectories += 1
@@ -174,19 +181,20 @@ struct WipeWalker {
     }
 
     /// Removes everything inside `directory` (a provider temp area), staying on `device`.
-    private mutating func purge(_ directory: Int32, path: String, device: dev_t) {
+    private mutating func purge(_ directory: Int32, path: String, kernelPath: String?, device: dev_t) {
         for entry in Self.entries(of: directory) {
             let name = entry.bytes
+            let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
             var st = stat()
             guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
-                guard st.st_dev == device else {
+                guard st.st_dev == device, !mountPoints.contains(childKernelPath) else {
                     report.notes.append("\(PathName.appending(entry.text, to: path)): not crossed, it is a mount point (another filesystem)")
                     continue
                 }
                 let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 guard fd >= 0 else { continue }
-                purge(fd, path: PathName.appending(entry.text, to: path), device: device)
+                purge(fd, path: PathName.appending(entry.text, to: path), kernelPath: childKernelPath, device: device)
                 Glibc.close(fd)
                 if unlinkat(directory, name, AT_REMOVEDIR) == 0 { report.removedTemporaries += 1 }
             } else if unlinkat(directory, name, 0) == 0 {
