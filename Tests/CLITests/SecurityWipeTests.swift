@@ -30,7 +30,7 @@ struct SecurityWipeTests {
     func knownRootWithSwappedParentIsSkipped() throws {
         let sandbox = try Sandbox()
         try sandbox.initAndEnroll()
-        let mine = try managedFile(sandbox, "home/user/work/mine.txt", "mine\n")
+        try managedFile(sandbox, "home/user/work/mine.txt", "mine\n")
         #expect(try sandbox.run(["protect", sandbox.path("home/user/work"), "-R", "--account", Fixtures.account]).status == 0)
         // Another user owning home/ swaps user/ for a symlink to a tree holding a root-only file.
         let victim = try managedFile(sandbox, "elsewhere/work/victim.txt", "root only\n")
@@ -41,7 +41,6 @@ struct SecurityWipeTests {
         #expect(sandbox.exists(victim), "the wipe followed the swapped parent")
         #expect(result.err.contains("symbolic link"), "\(result.err)")
         #expect(sandbox.exists(sandbox.path("home/user.moved/work/mine.txt")), "skipped, so still there")
-        _ = mine
     }
 
     @Test("--root that is a symlink is an error (66), nothing is wiped")
