@@ -29,6 +29,30 @@ struct SecurityOutputTests {
         }
     }
 
+    @Test("encrypt, decrypt and protect in place refuse a symlink (73): the link stays, its target is untouched")
+    func inPlaceSymlinkIsRefused() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let target = try sandbox.write("real.txt", "PLAINTEXT-MARKER real\n")
+        let link = sandbox.path("link.txt")
+        #expect(symlink(target, link) == 0)
+        for arguments in [["encrypt", link, "--account", Fixtures.account], ["protect", link, "--account", Fixtures.account]] {
+            let result = try sandbox.run(arguments)
+            #expect(result.status == 73, "\(arguments[0]): \(result.status) \(result.err)")
+            var st = stat()
+            #expect(lstat(link, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK, "\(arguments[0]) replaced the symlink")
+            #expect(try sandbox.read(target) == Data("PLAINTEXT-MARKER real\n".utf8))
+        }
+        let encrypted = try sandbox.write("enc.txt", "secret\n")
+        #expect(try sandbox.run(["encrypt", encrypted, "--account", Fixtures.account]).status == 0)
+        let encryptedLink = sandbox.path("enc-link.txt")
+        #expect(symlink(encrypted, encryptedLink) == 0)
+        let decrypt = try sandbox.run(["decrypt", encryptedLink])
+        #expect(decrypt.status == 73, "\(decrypt.status) \(decrypt.err)")
+        var st = stat()
+        #expect(lstat(encryptedLink, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK, "decrypt replaced the symlink with plaintext")
+    }
+
     @Test("decrypt -o to a FIFO: 73 without blocking, the FIFO stays")
     func outputFIFOIsRefused() throws {
         let sandbox = try Sandbox()

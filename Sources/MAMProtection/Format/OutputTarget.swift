@@ -5,9 +5,11 @@ import Foundation
 /// Where `encrypt -o` / `decrypt -o` may write: only a regular file is replaced, never a
 /// symbolic link, FIFO, device, socket or directory; a stream gets the bytes through memory.
 enum OutputTarget {
-    /// Checks that `path` is absent or a regular file (not following a final symlink).
+    /// Checks that `path` is absent or a regular file (not following a final symlink). An
+    /// in-place rewrite (`inPlace`) goes through the same check: renaming the new file over a
+    /// symlink would replace the link and leave the file it points to as it was.
     /// - Throws: `.cannotCreateOutput` (exit 73) naming what is there instead.
-    static func requireReplaceable(_ path: String) throws {
+    static func requireReplaceable(_ path: String, inPlace: Bool = false) throws {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
         let kind: String
@@ -20,7 +22,8 @@ enum OutputTarget {
         case S_IFSOCK: kind = "a socket"
         default: kind = "a special file"
         }
-        throw MAMError.cannotCreateOutput("\(path) is \(kind), not a regular file; refusing to replace it (use -o - for stdout)")
+        let hint = inPlace ? "give the file itself" : "use -o - for stdout"
+        throw MAMError.cannotCreateOutput("\(path) is \(kind), not a regular file; refusing to replace it (\(hint))")
     }
 
     /// Runs `body` on an empty memory file (memfd: never on disk), then writes what it holds

@@ -245,7 +245,7 @@ public struct FileProtectionManager: Sendable {
         fstat(sourceFD, &st)
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         let target = output ?? path
-        if let output { try OutputTarget.requireReplaceable(output) }
+        try OutputTarget.requireReplaceable(target, inPlace: output == nil)
         let writer = try AtomicFileWriter(targetPath: target)
         let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
         do {
@@ -269,6 +269,7 @@ public struct FileProtectionManager: Sendable {
         defer { close(sourceFD) }
         var st = stat()
         fstat(sourceFD, &st)
+        try OutputTarget.requireReplaceable(path, inPlace: true)
         let writer = try AtomicFileWriter(targetPath: path)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
