@@ -62,11 +62,27 @@ struct SecurityOutputTests {
         #expect(mkfifo(fifo, 0o600) == 0)
         var env = sandbox.environment
         env["MAMFS_STATE"] = sandbox.state
-        let result = try runProcess("/usr/bin/timeout", ["20", MamfsLocator.path, "decrypt", source, "-o", fifo],
+        let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "20", MamfsLocator.path, "decrypt", source, "-o", fifo],
                                     stdin: Data(), environment: env)
         #expect(result.status == 73, "\(result.status) \(result.err)")
         var st = stat()
         #expect(lstat(fifo, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO, "the FIFO was replaced")
+    }
+
+    @Test("protect, info and encrypt of a FIFO fail at once instead of blocking on it")
+    func inputFIFODoesNotBlock() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let fifo = sandbox.path("in-fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        var env = sandbox.environment
+        env["MAMFS_STATE"] = sandbox.state
+        for arguments in [["protect", fifo, "--account", Fixtures.account], ["info", fifo],
+                          ["encrypt", fifo, "--account", Fixtures.account]] {
+            let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "10", MamfsLocator.path] + arguments, stdin: Data(), environment: env)
+            #expect(result.status != 0 && result.status != 137, "\(arguments[0]): \(result.status) \(result.err)")
+            #expect(result.err.contains("not a regular file"), "\(arguments[0]): \(result.err)")
+        }
     }
 
     @Test("decrypt -o - writes the plaintext to stdout; encrypt -o - writes the protected bytes")

@@ -207,8 +207,7 @@ public struct FileProtectionManager: Sendable {
     /// Copies the plaintext of `path` into the empty file `fd`, protected with `newHeader`.
     private func copyContent(_ path: String, header: ProtectedFileHeader?, into fd: Int32,
                              header newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?) throws {
-        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
-        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        let sourceFD = try openRegularFile(path)
         defer { close(sourceFD) }
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         try copyPlaintext(from: source, to: try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey))
@@ -238,8 +237,7 @@ public struct FileProtectionManager: Sendable {
     /// `output ?? path`. Mode, owner and times are kept.
     private func transform(_ path: String, header: ProtectedFileHeader?, to newHeader: ProtectedFileHeader?,
                            fileKey newKey: SymmetricKey?, output: String?) throws {
-        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
-        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        let sourceFD = try openRegularFile(path)
         defer { close(sourceFD) }
         var st = stat()
         fstat(sourceFD, &st)
@@ -264,8 +262,7 @@ public struct FileProtectionManager: Sendable {
 
     /// Replaces the header of an encrypted file whose body stays byte-for-byte the same.
     private func rewriteHeader(_ path: String, from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
-        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
-        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        let sourceFD = try openRegularFile(path)
         defer { close(sourceFD) }
         var st = stat()
         fstat(sourceFD, &st)
@@ -344,17 +341,30 @@ public struct FileProtectionManager: Sendable {
     }
 
     private func readHeader(_ path: String) throws -> ProtectedFileHeader? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw MAMError.fileNotFound(path) }
-            throw MAMError.fromErrno(path)
-        }
+        let fd = try openRegularFile(path)
         defer { close(fd) }
         do {
             return try ProtectedFileHeader.read(fd: fd)
         } catch MAMError.authenticationFailed(let why) {
             throw MAMError.authenticationFailed("\(path): \(why)")
         }
+    }
+
+    /// Opens `path` read-only without blocking (a FIFO or device put in its place never
+    /// hangs the command) and checks, on the open descriptor, that it is a regular file.
+    /// - Throws: `.fileNotFound`; `.invalidArguments` for anything but a regular file; `.system`.
+    private func openRegularFile(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw MAMError.fileNotFound(path) }
+            throw MAMError.fromErrno(path)
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw MAMError.invalidArguments("\(path) is not a regular file")
+        }
+        return fd
     }
 
     private func realPath(_ path: String) -> String {
