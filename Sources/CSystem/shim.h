@@ -34,6 +34,8 @@ static const int mamfs_O_PATH = 010000000;
 static const int mamfs_O_DIRECT = 040000;
 static const int mamfs_O_NOATIME = 01000000;
 static const int mamfs_AT_EMPTY_PATH = 0x1000;
+/* O_TMPFILE is __O_TMPFILE | O_DIRECTORY; O_DIRECTORY differs between architectures. */
+static const int mamfs_O_TMPFILE = 020000000 | O_DIRECTORY;
 static const long mamfs_UTIME_NOW = ((1l << 30) - 1l);
 static const long mamfs_UTIME_OMIT = ((1l << 30) - 2l);
 static const unsigned int mamfs_RENAME_NOREPLACE = 1u << 0;

@@ -33,7 +33,7 @@ enum AccountCommands {
     static let wipe = Verb(
         "wipe",
         usage: ["mamfs wipe ACCOUNT [--root DIR]... [--state DIR]"],
-        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone.",
+        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits 74 when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
         options: ["--root DIR              also search DIR for the account's files (repeatable)"],
         spec: ArgumentSpec(repeatable: ["--root"], positionals: 1...1),
         run: runWipe)
@@ -69,7 +69,10 @@ enum AccountCommands {
         }
         progress.finish()
         Output.line("Unenrolled \(account)")
-        if let report { Output.line(summary(of: report, account: account)) }
+        if let report {
+            printNotes(report, verb: "unenroll")
+            Output.line(summary(of: report, account: account))
+        }
         return ExitCode.ok
     }
 
@@ -109,22 +112,36 @@ enum AccountCommands {
             try context.enrollment.wipe(account, roots: roots, progress: { progress.update(describe($0)) })
         }
         progress.finish()
+        printNotes(report, verb: "wipe")
         Output.line(summary(of: report, account: account))
         return ExitCode.ok
     }
 
-    /// Every `--root` must be an existing directory (66 otherwise): a typo must not make a wipe
-    /// silently skip the tree it was meant for.
+    /// Every `--root` must be an existing directory and not a symbolic link (66 otherwise): a
+    /// typo must not make a wipe silently skip the tree it was meant for, and a wipe never
+    /// follows symbolic links.
     static func requireDirectories(_ roots: [String]) throws {
         for root in roots {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) else {
+            var st = stat()
+            guard lstat(root, &st) == 0 else {
+                if errno == EACCES {
+                    throw CommandFailure(subject: root, message: "permission denied", exitCode: ExitCode.noPermission)
+                }
                 throw CommandFailure(subject: root, message: "no such directory", exitCode: ExitCode.noInput)
             }
-            guard isDirectory.boolValue else {
+            if (st.st_mode & S_IFMT) == S_IFLNK {
+                throw CommandFailure(subject: root, message: "is a symbolic link; a wipe does not follow symbolic links (give the directory it points to)",
+                                     exitCode: ExitCode.noInput)
+            }
+            guard (st.st_mode & S_IFMT) == S_IFDIR else {
                 throw CommandFailure(subject: root, message: "not a directory", exitCode: ExitCode.noInput)
             }
         }
+    }
+
+    /// Prints what a wipe skipped, one `mamfs: VERB: note: ...` line each on stderr.
+    static func printNotes(_ report: WipeReport, verb: String) {
+        for note in report.notes { Output.error("mamfs: \(verb): note: \(note)") }
     }
 
     static func summary(of report: WipeReport, account: String) -> String {

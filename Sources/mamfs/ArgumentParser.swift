@@ -1,4 +1,5 @@
 import Foundation
+import MAMProtection
 
 /// A command line the user got wrong: unknown option, missing value, wrong number of
 /// arguments. The CLI prints the message and a hint and exits with 64 (EX_USAGE).
@@ -81,7 +82,7 @@ func parseArguments(_ arguments: [String], spec: ArgumentSpec) throws -> ParsedA
 
     func store(_ name: String, _ value: String) throws {
         if result.options[name] != nil && !spec.repeatable.contains(name) {
-            throw UsageError("option '\(name)' given more than once")
+            throw UsageError("option '\(InputQuote.short(name))' given more than once")
         }
         result.options[name, default: []].append(value)
     }
@@ -103,9 +104,9 @@ func parseArguments(_ arguments: [String], spec: ArgumentSpec) throws -> ParsedA
             if spec.options.contains(name) {
                 try store(name, value)
             } else if spec.flags.contains(name) {
-                throw UsageError("option '\(name)' takes no value")
+                throw UsageError("option '\(InputQuote.short(name))' takes no value")
             } else {
-                throw UsageError("unknown option '\(name)'")
+                throw UsageError("unknown option '\(InputQuote.short(name))'")
             }
             continue
         }
@@ -115,7 +116,7 @@ func parseArguments(_ arguments: [String], spec: ArgumentSpec) throws -> ParsedA
         }
         if spec.options.contains(argument) {
             guard index < arguments.count else {
-                throw UsageError("option '\(argument)' needs a value")
+                throw UsageError("option '\(InputQuote.short(argument))' needs a value")
             }
             try store(argument, arguments[index])
             index += 1
@@ -129,7 +130,7 @@ func parseArguments(_ arguments: [String], spec: ArgumentSpec) throws -> ParsedA
                 continue
             }
         }
-        throw UsageError("unknown option '\(argument)'")
+        throw UsageError("unknown option '\(InputQuote.short(argument))'")
     }
 
     if result.wantsHelp { return result }
@@ -140,7 +141,7 @@ func parseArguments(_ arguments: [String], spec: ArgumentSpec) throws -> ParsedA
     }
     if let max = spec.maxPositionals, result.positionals.count > max {
         let extra = result.positionals[max]
-        throw UsageError(max == 0 ? "unexpected argument '\(extra)'" : "unexpected extra argument '\(extra)'")
+        throw UsageError(max == 0 ? "unexpected argument '\(InputQuote.short(extra))'" : "unexpected extra argument '\(InputQuote.short(extra))'")
     }
     return result
 }

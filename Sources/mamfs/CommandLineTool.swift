@@ -1,4 +1,5 @@
 import Foundation
+import MAMProtection
 
 /// The `mamfs` command line: finds the verb, parses its arguments, runs it and turns errors into
 /// one stderr line and a sysexits code.
@@ -91,7 +92,7 @@ enum CommandLineTool {
                 return ExitCode.ok
             }
             guard group.subVerbs.contains(sub) else {
-                Output.error("mamfs: \(first): unknown sub-command '\(sub)' (expected \(listed))")
+                Output.error("mamfs: \(first): unknown sub-command '\(InputQuote.short(sub))' (expected \(listed))")
                 Output.error("Try 'mamfs \(first) --help'.")
                 return ExitCode.usage
             }
@@ -101,9 +102,9 @@ enum CommandLineTool {
 
         guard let verb = verbs.first(where: { $0.name == name }) else {
             if first.hasPrefix("-") {
-                Output.error("mamfs: unknown option '\(first)'")
+                Output.error("mamfs: unknown option '\(InputQuote.short(first))'")
             } else {
-                Output.error("mamfs: unknown verb '\(first)'")
+                Output.error("mamfs: unknown verb '\(InputQuote.short(first))'")
             }
             Output.error("Try 'mamfs --help'.")
             return ExitCode.usage

@@ -19,8 +19,13 @@ enum InitCommand {
             guard !passphraseFile.isEmpty else { throw UsageError("--passphrase-file needs a file name") }
             try requireReadableFile(passphraseFile)
         }
+        var before = stat()
+        let existed = stat(directory.url.path, &before) == 0
         try attempt(directory.url.path) {
             try ProtectionContext.initialize(stateDirectory: directory, passphraseFile: passphraseFile)
+        }
+        if existed, before.st_mode & 0o077 != 0 {
+            Output.line("Set the mode of \(directory.url.path) to 0700 (it was \(String(before.st_mode & 0o7777, radix: 8)))")
         }
         if passphraseFile != nil {
             Output.line("Initialized mamfs state in \(directory.url.path) (master key derived from the passphrase)")

@@ -70,13 +70,13 @@ enum MountCommands {
         guard let remote, !remote.isEmpty else { throw UsageError("--provider needs --remote DIR") }
         guard let kindName else { throw UsageError("--remote needs --provider non-replicated|replicated") }
         guard let kind = ProviderKind(rawValue: kindName) else {
-            throw UsageError("unknown provider '\(kindName)' (expected 'non-replicated' or 'replicated')")
+            throw UsageError("unknown provider '\(InputQuote.short(kindName))' (expected 'non-replicated' or 'replicated')")
         }
         var seconds = 5.0
         if let interval {
             guard kind == .replicated else { throw UsageError("--sync-interval is for --provider replicated") }
             guard let value = Double(interval), value.isFinite, value > 0 else {
-                throw UsageError("--sync-interval: expected a positive number of seconds, got '\(interval)'")
+                throw UsageError("--sync-interval: expected a positive number of seconds, got '\(InputQuote.short(interval))'")
             }
             seconds = value
         }

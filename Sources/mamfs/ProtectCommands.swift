@@ -26,7 +26,8 @@ enum ProtectCommands {
         usage: ["mamfs encrypt FILE --account ACCOUNT [-o OUT] [--state DIR]"],
         summary: "Encrypt FILE for the managed account ACCOUNT (accountId or UPN), in place unless -o is given.",
         options: ["--account ACCOUNT       the managed account that will own the file",
-                  "-o OUT                  write the encrypted file to OUT and leave FILE as it is"],
+                  "-o OUT                  write the encrypted file to OUT and leave FILE as it is; OUT must be",
+                  "                        absent or a regular file (73 otherwise); -o - writes to stdout"],
         spec: ArgumentSpec(options: ["--account", "-o"], positionals: 1...1),
         run: runEncrypt)
 
@@ -34,7 +35,8 @@ enum ProtectCommands {
         "decrypt",
         usage: ["mamfs decrypt FILE [-o COPY] [--state DIR]"],
         summary: "Decrypt FILE, in place unless -o is given.",
-        options: ["-o COPY                 write the plaintext to COPY and leave FILE as it is"],
+        options: ["-o COPY                 write the plaintext to COPY and leave FILE as it is; COPY must be",
+                  "                        absent or a regular file (73 otherwise); -o - writes to stdout"],
         spec: ArgumentSpec(options: ["-o"], positionals: 1...1),
         run: runDecrypt)
 
@@ -110,8 +112,12 @@ enum ProtectCommands {
         let context = try invocation.openContext()
         let accountId = try resolve(account, in: context)
         try attempt(path) {
-            try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId,
-                                          output: output.map(BackingPath.forFileVerb))
+            if output == "-" {
+                try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId, toStream: STDOUT_FILENO)
+            } else {
+                try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId,
+                                              output: output.map(BackingPath.forFileVerb))
+            }
         }
         return ExitCode.ok
     }
@@ -122,7 +128,11 @@ enum ProtectCommands {
         if copy == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
         try attempt(path) {
-            try context.files.decryptFile(path: BackingPath.forFileVerb(path), toCopyPath: copy.map(BackingPath.forFileVerb))
+            if copy == "-" {
+                try context.files.decryptFile(path: BackingPath.forFileVerb(path), toStream: STDOUT_FILENO)
+            } else {
+                try context.files.decryptFile(path: BackingPath.forFileVerb(path), toCopyPath: copy.map(BackingPath.forFileVerb))
+            }
         }
         return ExitCode.ok
     }

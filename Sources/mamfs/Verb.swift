@@ -87,8 +87,12 @@ struct CommandFailure: Error {
     /// is then moved to the front rather than printed twice, and when it is part of a sentence
     /// ("no mamfs state in /p") the message is printed as it is.
     func line(verb: String) -> String {
-        let text = message.split(whereSeparator: \.isNewline).joined(separator: " ")
-        guard let subject, !subject.isEmpty else { return "mamfs: \(verb): \(text)" }
+        // Messages quote input shortly already; the caps are the net for any that does not
+        // (the subject may be an account name or path typed by the user).
+        let text = InputQuote.short(message.split(whereSeparator: \.isNewline).joined(separator: " "), limit: 700)
+        guard let subject = subject.map({ InputQuote.short($0, limit: 256) }), !subject.isEmpty else {
+            return "mamfs: \(verb): \(text)"
+        }
         if !text.contains(subject) {
             return "mamfs: \(verb): \(subject): \(text)"
         }

@@ -19,10 +19,10 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: `MAMError.invalidArguments` when `accountId` is not a GUID or `upn` is not `name@domain`.
     public init(accountId: String, upn: String? = nil) throws {
         guard AccountIdentity.isAccountId(accountId) else {
-            throw MAMError.invalidArguments("'\(accountId)' is not an accountId (expected a GUID such as 8c7f3e1a-0000-4000-8000-000000000001)")
+            throw MAMError.invalidArguments("'\(InputQuote.short(accountId))' is not an accountId (expected a GUID such as 8c7f3e1a-0000-4000-8000-000000000001)")
         }
         if let upn, !AccountIdentity.isUPN(upn) {
-            throw MAMError.invalidArguments("'\(upn)' is not a UPN (expected name@domain)")
+            throw MAMError.invalidArguments("'\(InputQuote.short(upn))' is not a UPN (expected name@domain)")
         }
         self.accountId = AccountIdentity.canonical(accountId)
         self.upn = upn.map(AccountIdentity.canonical)

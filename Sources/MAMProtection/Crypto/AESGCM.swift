@@ -96,19 +96,26 @@ public final class AESGCM {
         return EVP_CipherFinal_ex(context, nil, &outLength) == 1
     }
 
-    /// Convenience for small buffers (key wrapping): returns nonce || ciphertext || tag.
+    /// Convenience for small buffers: returns nonce || ciphertext || tag.
     public func seal(_ plaintext: [UInt8], aad: [UInt8]) throws -> [UInt8] {
+        try plaintext.withUnsafeBytes { try seal(bytes: $0, aad: aad) }
+    }
+
+    /// Wraps `key` (its 32 bytes are read in place, never copied): nonce || ciphertext || tag.
+    func seal(key: SymmetricKey, aad: [UInt8]) throws -> [UInt8] {
+        try key.withUnsafeBytes { try seal(bytes: $0, aad: aad) }
+    }
+
+    private func seal(bytes plaintext: UnsafeRawBufferPointer, aad: [UInt8]) throws -> [UInt8] {
         let nonce = try SecureRandom.bytes(AESGCM.nonceSize)
         var out = [UInt8](repeating: 0, count: AESGCM.nonceSize + plaintext.count + AESGCM.tagSize)
         try out.withUnsafeMutableBytes { outBytes in
             outBytes.copyBytes(from: nonce)
             try nonce.withUnsafeBytes { n in
                 try aad.withUnsafeBytes { a in
-                    try plaintext.withUnsafeBytes { p in
-                        try seal(nonce: n, aad: a, plaintext: p,
-                                 ciphertext: outBytes.baseAddress! + AESGCM.nonceSize,
-                                 tag: outBytes.baseAddress! + AESGCM.nonceSize + plaintext.count)
-                    }
+                    try seal(nonce: n, aad: a, plaintext: plaintext,
+                             ciphertext: outBytes.baseAddress! + AESGCM.nonceSize,
+                             tag: outBytes.baseAddress! + AESGCM.nonceSize + plaintext.count)
                 }
             }
         }
@@ -118,25 +125,28 @@ public final class AESGCM {
     /// Inverse of `seal(_:aad:)`: input is nonce || ciphertext || tag.
     /// - Returns: the plaintext, or nil when authentication fails or the input is too short.
     public func open(_ sealed: [UInt8], aad: [UInt8]) throws -> [UInt8]? {
+        guard let secret = try openSecret(sealed, aad: aad) else { return nil }
+        return Array(secret.bytes)
+    }
+
+    /// `open(_:aad:)` into a `SecretBuffer` (for unwrapping keys: the plaintext never sits in
+    /// an array). On failure the buffer is wiped and dropped.
+    /// - Returns: the plaintext, or nil when authentication fails or the input is too short.
+    func openSecret(_ sealed: [UInt8], aad: [UInt8]) throws -> SecretBuffer? {
         let overhead = AESGCM.nonceSize + AESGCM.tagSize
         guard sealed.count >= overhead else { return nil }
         let length = sealed.count - overhead
-        var out = [UInt8](repeating: 0, count: max(length, 1))
+        let out = SecretBuffer(count: length)
+        var scratch: UInt8 = 0
         let ok = try sealed.withUnsafeBytes { s in
             try aad.withUnsafeBytes { a in
-                try out.withUnsafeMutableBytes { o in
-                    try open(nonce: UnsafeRawBufferPointer(rebasing: s[0..<AESGCM.nonceSize]), aad: a,
-                             ciphertext: UnsafeRawBufferPointer(rebasing: s[AESGCM.nonceSize..<(AESGCM.nonceSize + length)]),
-                             tag: UnsafeRawBufferPointer(rebasing: s[(AESGCM.nonceSize + length)...]),
-                             plaintext: o.baseAddress!)
-                }
+                try open(nonce: UnsafeRawBufferPointer(rebasing: s[0..<AESGCM.nonceSize]), aad: a,
+                         ciphertext: UnsafeRawBufferPointer(rebasing: s[AESGCM.nonceSize..<(AESGCM.nonceSize + length)]),
+                         tag: UnsafeRawBufferPointer(rebasing: s[(AESGCM.nonceSize + length)...]),
+                         plaintext: out.bytes.baseAddress ?? UnsafeMutableRawPointer(&scratch))
             }
         }
-        guard ok else {
-            out.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-            return nil
-        }
-        return Array(out.prefix(length))
+        return ok ? out : nil
     }
 }
 

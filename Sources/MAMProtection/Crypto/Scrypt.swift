@@ -10,25 +10,29 @@ public struct ScryptParameters: Equatable, Sendable, Codable {
     /// Random salt, 32 bytes.
     public var salt: [UInt8]
 
-    /// Defaults for a new state directory: N=2^16, r=8, p=1 (64 MiB, ~0.2 s here).
+    /// Defaults for a new state directory: N=2^17, r=8, p=1 (128 MiB, ~0.4 s here), the OWASP
+    /// minimum. States made with other parameters keep them: they are stored with the state.
     public static func fresh() throws -> ScryptParameters {
-        ScryptParameters(n: 1 << 16, r: 8, p: 1, salt: try SecureRandom.bytes(32))
+        ScryptParameters(n: 1 << 17, r: 8, p: 1, salt: try SecureRandom.bytes(32))
     }
 
     /// Derives a 256-bit key from `passphrase` (bytes as read from the passphrase file).
     /// - Throws: `MAMError.internalError` when OpenSSL rejects the parameters.
     public func deriveKey(passphrase: [UInt8]) throws -> SymmetricKey {
-        var out = [UInt8](repeating: 0, count: SymmetricKey.byteCount)
-        defer { out.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
-        let ok = passphrase.withUnsafeBufferPointer { pass in
-            salt.withUnsafeBufferPointer { s in
-                pass.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(pass.count, 1)) { passChars in
-                    EVP_PBE_scrypt(passChars, pass.count, s.baseAddress, s.count, n, r, p,
-                                   1 << 30, &out, out.count)
-                }
-            }
+        try passphrase.withUnsafeBytes { try deriveKey(passphraseBytes: $0) }
+    }
+
+    /// `deriveKey(passphrase:)` for a passphrase held in memory the caller wipes; the key is
+    /// derived straight into the buffer the returned key keeps.
+    func deriveKey(passphraseBytes pass: UnsafeRawBufferPointer) throws -> SymmetricKey {
+        let out = SecretBuffer(count: SymmetricKey.byteCount)
+        var empty: CChar = 0
+        let ok = salt.withUnsafeBufferPointer { s in
+            EVP_PBE_scrypt(pass.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(&empty), pass.count,
+                           s.baseAddress, s.count, n, r, p, 1 << 30,
+                           out.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
         }
         guard ok == 1 else { throw MAMError.internalError("scrypt key derivation failed") }
-        return try SymmetricKey(bytes: out)
+        return try SymmetricKey(adopting: out)
     }
 }

@@ -3,12 +3,12 @@ import Foundation
 
 /// A 256-bit secret key (KEK, account key or file key).
 ///
-/// The bytes live in a buffer of our own that is wiped with `OPENSSL_cleanse` when the key
-/// goes away; they are never printed (`description` shows only the length).
+/// The bytes live in a `SecretBuffer` of our own that is wiped with `OPENSSL_cleanse` when the
+/// key goes away; they are never printed (`description` shows only the length).
 public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     /// Key length in bytes (AES-256).
     public static let byteCount = 32
-    private let storage: UnsafeMutableRawBufferPointer
+    private let storage: SecretBuffer
 
     /// Copies `bytes` (exactly 32) into a new key.
     /// - Throws: `MAMError.invalidArguments` for a wrong length.
@@ -16,32 +16,37 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
         guard bytes.count == SymmetricKey.byteCount else {
             throw MAMError.invalidArguments("a key is \(SymmetricKey.byteCount) bytes, got \(bytes.count)")
         }
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: SymmetricKey.byteCount, alignment: 16)
-        storage.copyBytes(from: bytes)
+        storage = SecretBuffer(count: SymmetricKey.byteCount)
+        storage.bytes.copyBytes(from: bytes)
+    }
+
+    /// A key whose bytes are `secret` itself (exactly 32 bytes), without a copy: unwrapping
+    /// and key derivation write straight into the buffer the key then keeps.
+    /// - Throws: `MAMError.invalidArguments` for a wrong length.
+    init(adopting secret: SecretBuffer) throws {
+        guard secret.count == SymmetricKey.byteCount else {
+            throw MAMError.invalidArguments("a key is \(SymmetricKey.byteCount) bytes, got \(secret.count)")
+        }
+        storage = secret
     }
 
     /// A fresh random key from OpenSSL's CSPRNG.
     /// - Throws: `MAMError.internalError` when the CSPRNG fails.
     public static func random() throws -> SymmetricKey {
-        var bytes = try SecureRandom.bytes(SymmetricKey.byteCount)
-        defer { bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
-        return try SymmetricKey(bytes: bytes)
+        let secret = SecretBuffer(count: SymmetricKey.byteCount)
+        try SecureRandom.fill(secret.bytes)
+        return try SymmetricKey(adopting: secret)
     }
 
     /// Runs `body` with read access to the raw key bytes (32 bytes). Do not let them escape.
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(storage))
+        try body(UnsafeRawBufferPointer(storage.bytes))
     }
 
-    /// The key bytes as an array, for wrapping. Callers should wipe the copy after use.
-    func copyBytes() -> [UInt8] { Array(storage) }
+    /// A copy of the key bytes, for tests that compare keys; wipe it after use.
+    func copyBytes() -> [UInt8] { Array(storage.bytes) }
 
     public var description: String { "SymmetricKey(\(SymmetricKey.byteCount * 8) bits)" }
-
-    deinit {
-        OPENSSL_cleanse(storage.baseAddress, storage.count)
-        storage.deallocate()
-    }
 }
 
 /// Random bytes from OpenSSL's CSPRNG (`RAND_bytes`).

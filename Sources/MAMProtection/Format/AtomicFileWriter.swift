@@ -1,32 +1,52 @@
 import CSystem
 import Foundation
 
-/// Replaces a file atomically: a 0600 temp file in the target's directory, written, fsynced,
-/// given the final mode/owner/times, renamed over the target, then the directory fsynced.
+/// Replaces a file atomically: an unnamed temp file (O_TMPFILE) in the target's directory,
+/// written, fsynced, given the final mode/owner/times, linked into the directory only when
+/// complete and renamed over the target, then the directory fsynced. A command killed before
+/// `commit()` leaves nothing behind (the kernel frees an unlinked O_TMPFILE), so no partial
+/// plaintext stays on disk. Where the filesystem has no O_TMPFILE (EOPNOTSUPP, or EISDIR on
+/// kernels that predate it) a named 0600 temp file is used instead.
 /// On any failure the temp file is removed and the target is left as it was.
 public final class AtomicFileWriter {
     /// Descriptor of the temp file (read-write).
     public let fd: Int32
-    /// Path of the temp file.
-    public let temporaryPath: String
-    /// Path that `commit()` renames the temp file to.
+    /// Path of the named temp file; nil when the temp file is an unnamed O_TMPFILE.
+    public let temporaryPath: String?
+    /// Path that `commit()` replaces.
     public let targetPath: String
+    private let directoryFD: Int32
+    private let targetName: String
     private var finished = false
 
     /// Creates the temp file next to `targetPath`.
-    /// - Throws: `.cannotCreateOutput` when the directory is not writable or full.
+    /// - Throws: `.cannotCreateOutput` when the directory is missing, not writable or full.
     public init(targetPath: String) throws {
         self.targetPath = targetPath
         let directory = PathName.directory(of: targetPath)
-        let base = PathName.lastComponent(of: targetPath)
-        var template = Array(((directory.isEmpty ? "." : directory) + "/.\(base.prefix(80)).mamfs-tmp-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mamfs_mkostemp($0.baseAddress!) }
-        guard fd >= 0 else {
+        targetName = PathName.lastComponent(of: targetPath)
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryFD >= 0 else {
             throw MAMError.cannotCreateOutput("\(targetPath): \(String(cString: strerror(errno)))")
         }
-        fchmod(fd, 0o600)
+        var fd = openat(directoryFD, ".", mamfs_O_TMPFILE | O_RDWR | O_CLOEXEC, 0o600)
+        var temporaryPath: String?
+        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR) {
+            var template = Array((directory + "/" + Self.temporaryName(for: targetName, suffix: "XXXXXX")).utf8CString)
+            fd = template.withUnsafeMutableBufferPointer { mamfs_mkostemp($0.baseAddress!) }
+            if fd >= 0 {
+                fchmod(fd, 0o600)
+                temporaryPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            }
+        }
+        guard fd >= 0 else {
+            let code = errno
+            close(directoryFD)
+            throw MAMError.cannotCreateOutput("\(targetPath): \(String(cString: strerror(code)))")
+        }
         self.fd = fd
-        self.temporaryPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        self.directoryFD = directoryFD
+        self.temporaryPath = temporaryPath
     }
 
     /// Copies mode, owner and (optionally) times of an existing file onto the temp file.
@@ -39,25 +59,65 @@ public final class AtomicFileWriter {
         }
     }
 
-    /// fsyncs, renames over the target and fsyncs the directory.
+    /// fsyncs, puts the file in place of the target and fsyncs the directory.
     /// - Throws: `.system` (e.g. ENOSPC, EIO) — the target is unchanged then.
     public func commit() throws {
         guard !finished else { return }
         guard fsync(fd) == 0 else { let e = MAMError.fromErrno("fsync \(targetPath)"); abort(); throw e }
-        guard rename(temporaryPath, targetPath) == 0 else { let e = MAMError.fromErrno("rename to \(targetPath)"); abort(); throw e }
+        if let temporaryPath {
+            guard renameat(directoryFD, PathName.lastComponent(of: temporaryPath), directoryFD, targetName) == 0 else {
+                let e = MAMError.fromErrno("rename to \(targetPath)"); abort(); throw e
+            }
+        } else {
+            try linkIntoPlace()
+        }
         finished = true
         close(fd)
-        let directory = PathName.directory(of: targetPath)
-        let dirfd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirfd >= 0 { _ = fsync(dirfd); close(dirfd) }
+        _ = fsync(directoryFD)
+        close(directoryFD)
     }
 
-    /// Removes the temp file; the target is untouched.
+    /// Links the finished O_TMPFILE in: straight to the target name when it is free, else
+    /// under a temp name that is then renamed over the target (linkat cannot replace).
+    private func linkIntoPlace() throws {
+        if link(as: targetName) { return }
+        guard errno == EEXIST else { let e = MAMError.fromErrno("link \(targetPath)"); abort(); throw e }
+        for _ in 0..<16 {
+            let name = Self.temporaryName(for: targetName, suffix: String(UInt64.random(in: 0...UInt64.max), radix: 36))
+            guard link(as: name) else {
+                if errno == EEXIST { continue }
+                let e = MAMError.fromErrno("link \(targetPath)"); abort(); throw e
+            }
+            guard renameat(directoryFD, name, directoryFD, targetName) == 0 else {
+                let e = MAMError.fromErrno("rename to \(targetPath)")
+                unlinkat(directoryFD, name, 0)
+                abort()
+                throw e
+            }
+            return
+        }
+        let e = MAMError.system("link \(targetPath)", errno: EEXIST); abort(); throw e
+    }
+
+    /// linkat of the open temp file to `name` in the directory: through /proc/self/fd (works
+    /// for any user), else AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) when /proc is not mounted.
+    private func link(as name: String) -> Bool {
+        if linkat(AT_FDCWD, "/proc/self/fd/\(fd)", directoryFD, name, AT_SYMLINK_FOLLOW) == 0 { return true }
+        guard errno == ENOENT else { return false }
+        return linkat(fd, "", directoryFD, name, mamfs_AT_EMPTY_PATH) == 0
+    }
+
+    private static func temporaryName(for target: String, suffix: String) -> String {
+        ".\(target.prefix(80)).mamfs-tmp-\(suffix)"
+    }
+
+    /// Drops the temp file; the target is untouched.
     public func abort() {
         guard !finished else { return }
         finished = true
         close(fd)
-        unlink(temporaryPath)
+        if let temporaryPath { unlinkat(directoryFD, PathName.lastComponent(of: temporaryPath), 0) }
+        close(directoryFD)
     }
 
     deinit { abort() }

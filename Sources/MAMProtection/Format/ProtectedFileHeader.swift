@@ -78,8 +78,6 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         }
         let aad = ProtectedFileHeader.authenticatedPrefix(owner: canonicalOwner, keyId: keyId, fileId: fileId)
         let cipher = try AESGCM(key: accountKey)
-        var keyBytes = fileKey.copyBytes()
-        defer { for i in keyBytes.indices { keyBytes[i] = 0 } }
         let nonce = try wrapNonce ?? SecureRandom.bytes(AESGCM.nonceSize)
         guard nonce.count == AESGCM.nonceSize else { throw MAMError.invalidArguments("wrap nonce must be 12 bytes") }
         var wrapped = [UInt8](repeating: 0, count: AESGCM.nonceSize + 32 + AESGCM.tagSize)
@@ -87,7 +85,8 @@ public struct ProtectedFileHeader: Equatable, Sendable {
             out.copyBytes(from: nonce)
             try nonce.withUnsafeBytes { n in
                 try aad.withUnsafeBytes { a in
-                    try keyBytes.withUnsafeBytes { k in
+                    // The file key is read in place: no copy of it is made.
+                    try fileKey.withUnsafeBytes { k in
                         try cipher.seal(nonce: n, aad: a, plaintext: k, ciphertext: out.baseAddress! + 12, tag: out.baseAddress! + 44)
                     }
                 }
@@ -139,11 +138,11 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     public func unwrapFileKey(accountKey: SymmetricKey) throws -> SymmetricKey {
         guard let encryption else { throw MAMError.invalidArguments("the file is not encrypted") }
         let aad = ProtectedFileHeader.authenticatedPrefix(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId)
-        guard var keyBytes = try AESGCM(key: accountKey).open(encryption.wrappedFileKey, aad: aad), keyBytes.count == 32 else {
+        guard let secret = try AESGCM(key: accountKey).openSecret(encryption.wrappedFileKey, aad: aad),
+              secret.count == SymmetricKey.byteCount else {
             throw MAMError.authenticationFailed("header of a file owned by \(owner) does not authenticate")
         }
-        defer { for i in keyBytes.indices { keyBytes[i] = 0 } }
-        return try SymmetricKey(bytes: keyBytes)
+        return try SymmetricKey(adopting: secret)
     }
 
     /// Whether `prefix` starts with the magic (the file is tagged). Needs 8 bytes.

@@ -25,12 +25,10 @@ final class AccountKeyStore: @unchecked Sendable {
     @discardableResult
     func createKey(accountId: String) throws -> UInt32 {
         let key = try SymmetricKey.random()
-        var bytes = key.copyBytes()
-        defer { for i in bytes.indices { bytes[i] = 0 } }
         let cipher = try AESGCM(key: masterKey)
         defer { invalidate() }
         return try state.addAccountKey(accountId) { keyId in
-            Data(try cipher.seal(bytes, aad: AccountKeyStore.wrapAAD(accountId: accountId, keyId: keyId)))
+            Data(try cipher.seal(key: key, aad: AccountKeyStore.wrapAAD(accountId: accountId, keyId: keyId)))
         }
     }
 
@@ -46,11 +44,12 @@ final class AccountKeyStore: @unchecked Sendable {
         guard let wrapped = try state.accountKey(id, keyId: keyId) else {
             throw MAMError.keyUnavailable("no key \(keyId) for account \(id) (the account was wiped or is not registered here)")
         }
-        guard var bytes = try AESGCM(key: masterKey).open(Array(wrapped), aad: AccountKeyStore.wrapAAD(accountId: id, keyId: keyId)) else {
+        // Unwrapped straight into the buffer the key keeps (no array copy left in the heap).
+        guard let secret = try AESGCM(key: masterKey).openSecret(Array(wrapped), aad: AccountKeyStore.wrapAAD(accountId: id, keyId: keyId)),
+              secret.count == SymmetricKey.byteCount else {
             throw MAMError.authenticationFailed("the stored key \(keyId) of account \(id) does not authenticate")
         }
-        defer { for i in bytes.indices { bytes[i] = 0 } }
-        let key = try SymmetricKey(bytes: bytes)
+        let key = try SymmetricKey(adopting: secret)
         lock.lock(); cache[cacheKey] = key; lock.unlock()
         return key
     }
@@ -71,12 +70,13 @@ final class AccountKeyStore: @unchecked Sendable {
         return (keyId, key)
     }
 
-    /// Destroys every key of the account (crypto-shredding).
-    /// - Returns: the number of keys destroyed.
+    /// Destroys every key of the account (crypto-shredding) in the database.
+    /// - Returns: the number of keys destroyed and their wrapped bytes; pass those to
+    ///   `StateStore.requireKeyBytesGone` to make sure no copy stays on disk.
     @discardableResult
-    func destroyKeys(accountId: String) throws -> Int {
+    func destroyKeys(accountId: String) throws -> (count: Int, wrapped: [Data]) {
         invalidate()
-        return try state.deleteAccountKeys(accountId)
+        return try state.deleteAccountKeysReturningBlobs(accountId)
     }
 
     /// Drops the in-memory cache (after another process changed the state).

@@ -24,9 +24,8 @@ public enum MasterKey {
         let key: SymmetricKey
         if let passphraseFile {
             let parameters = try ScryptParameters.fresh()
-            var passphrase = try readPassphrase(passphraseFile)
-            defer { for i in passphrase.indices { passphrase[i] = 0 } }
-            key = try parameters.deriveKey(passphrase: passphrase)
+            let passphrase = try readPassphrase(passphraseFile)
+            key = try parameters.deriveKey(passphraseBytes: UnsafeRawBufferPointer(passphrase.bytes))
             try state.setMetaValue(Data("scrypt".utf8), forKey: kdfMetaKey)
             try state.setMetaValue(try JSONEncoder().encode(parameters), forKey: scryptMetaKey)
         } else {
@@ -54,13 +53,12 @@ public enum MasterKey {
                   let parameters = try? JSONDecoder().decode(ScryptParameters.self, from: data) else {
                 throw MAMError.internalError("the state's scrypt parameters are missing or damaged")
             }
-            var passphrase = try readPassphrase(passphraseFile)
-            defer { for i in passphrase.indices { passphrase[i] = 0 } }
-            key = try parameters.deriveKey(passphrase: passphrase)
+            let passphrase = try readPassphrase(passphraseFile)
+            key = try parameters.deriveKey(passphraseBytes: UnsafeRawBufferPointer(passphrase.bytes))
         case "keyfile":
             key = try readKeyFile(directory.masterKeyURL.path)
         default:
-            throw MAMError.internalError("unknown key derivation '\(kdf)' in the state")
+            throw MAMError.internalError("unknown key derivation '\(InputQuote.short(kdf))' in the state")
         }
         guard let check = try state.metaValue(checkMetaKey) else {
             throw MAMError.internalError("the state has no master key check value")
@@ -71,16 +69,28 @@ public enum MasterKey {
         return key
     }
 
-    /// Reads a passphrase file; one trailing newline is not part of the passphrase.
-    static func readPassphrase(_ path: String) throws -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw MAMError.fileNotFound("passphrase file \(path)")
+    /// Passphrase files larger than this are refused (a passphrase is a line of text).
+    static let maximumPassphraseLength = 64 * 1024
+
+    /// Reads a passphrase file into wiped-on-release memory; one trailing newline (LF or CRLF)
+    /// is not part of the passphrase.
+    /// - Throws: `.fileNotFound` when it cannot be read, `.invalidArguments` when it is empty
+    ///   or longer than `maximumPassphraseLength`.
+    static func readPassphrase(_ path: String) throws -> SecretBuffer {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw MAMError.fileNotFound("passphrase file \(path)") }
+        defer { close(fd) }
+        let raw = SecretBuffer(count: maximumPassphraseLength + 1)
+        var count = try FileIO.preadFully(fd, raw.bytes, at: 0)
+        guard count <= maximumPassphraseLength else {
+            throw MAMError.invalidArguments("passphrase file \(path) is longer than \(maximumPassphraseLength) bytes")
         }
-        var bytes = [UInt8](data)
-        if bytes.last == 0x0A { bytes.removeLast() }
-        if bytes.last == 0x0D { bytes.removeLast() }
-        guard !bytes.isEmpty else { throw MAMError.invalidArguments("passphrase file \(path) is empty") }
-        return bytes
+        if count > 0 && raw.bytes[count - 1] == 0x0A { count -= 1 }
+        if count > 0 && raw.bytes[count - 1] == 0x0D { count -= 1 }
+        guard count > 0 else { throw MAMError.invalidArguments("passphrase file \(path) is empty") }
+        let passphrase = SecretBuffer(count: count)
+        passphrase.bytes.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw.bytes[0..<count]))
+        return passphrase
     }
 
     private static func writeKeyFile(_ key: SymmetricKey, to path: String) throws {
@@ -95,12 +105,11 @@ public enum MasterKey {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw MAMError.keyUnavailable("cannot open the master key file \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: SymmetricKey.byteCount + 1)
-        defer { bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
-        let count = try bytes.withUnsafeMutableBytes { try FileIO.preadFully(fd, $0, at: 0) }
+        let buffer = SecretBuffer(count: SymmetricKey.byteCount + 1)
+        let count = try FileIO.preadFully(fd, buffer.bytes, at: 0)
         guard count == SymmetricKey.byteCount else {
             throw MAMError.keyUnavailable("the master key file \(path) is not \(SymmetricKey.byteCount) bytes")
         }
-        return try SymmetricKey(bytes: bytes[0..<SymmetricKey.byteCount])
+        return try SymmetricKey(bytes: UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<SymmetricKey.byteCount]))
     }
 }

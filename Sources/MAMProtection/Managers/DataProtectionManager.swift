@@ -31,10 +31,16 @@ public struct DataProtectionManager: Sendable {
     }
 
     /// The plaintext of a protected buffer; input that was never protected comes back unchanged.
-    /// - Throws: `.authenticationFailed` (corrupt or tampered), `.keyUnavailable`.
+    /// - Throws: `.authenticationFailed` (corrupt or tampered, or a plain-tagged buffer that
+    ///   claims a managed account: such buffers are always encrypted), `.keyUnavailable`.
     public func unprotect(_ data: Data) throws -> Data {
         let header: ProtectedFileHeader? = try data.withUnsafeBytes { try ProtectedFileHeader.decode($0) }
         guard let header else { return data }
+        if !header.isEncrypted, context.policyEvaluator.isManaged(accountId: header.owner) {
+            // protect() encrypts every buffer of a managed account, and a plain header is not
+            // authenticated: this one was forged (or edited) to pass data off as managed.
+            throw MAMError.authenticationFailed("plain-tagged data claims the managed account \(header.owner); data of a managed account is always encrypted, so the header is forged")
+        }
         let fileKey = try context.fileKey(for: header)
         return try withMemoryFile { fd in
             try data.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }

@@ -17,6 +17,11 @@ public struct WipeReport: Equatable, Sendable {
     public var keysDestroyed = 0
     /// Roots that were walked.
     public var roots: [String] = []
+    /// Entries of provider temp areas (`.mamfs-provider/tmp`) that were removed.
+    public var removedTemporaries = 0
+    /// What the walk skipped and why (a mount point, a root that became a symbolic link), one
+    /// line each, for the user.
+    public var notes: [String] = []
 }
 
 /// Registration, enrollment, policy and selective wipe of accounts.
@@ -26,6 +31,10 @@ public struct WipeReport: Equatable, Sendable {
 /// the reference SDK, one account is managed at a time.
 public struct EnrollmentManager: Sendable {
     let context: ProtectionContext
+
+    /// Test seam: called with a file's name after its header was read and before it is
+    /// removed, so a test can swap a parent directory in that window.
+    nonisolated(unsafe) static var beforeRemovingFile: ((String) -> Void)?
 
     /// Registers and enrolls an account: it becomes managed, gets `policy` and a fresh account key.
     /// - Throws: `.invalidArguments` for a malformed accountId/UPN or when another account is
@@ -74,71 +83,40 @@ public struct EnrollmentManager: Sendable {
     /// unreadable at once), then removes every file the account owns under the known roots
     /// (mounted backing directories and protected paths) and `roots`. Personal and other
     /// accounts' files are untouched. The account stays registered, unmanaged, marked wiped.
-    /// - Throws: `.unknownAccount`; `.system` when a file cannot be removed (the keys are
-    ///   already destroyed then, so its contents are unreadable).
+    ///
+    /// The walk uses directory descriptors and never follows a symbolic link or enters another
+    /// filesystem (see `WipeWalker`); what it skipped is listed in `WipeReport.notes`. Provider
+    /// temp areas (`.mamfs-provider/tmp`) met under a root are emptied.
+    /// - Throws: `.unknownAccount`; `.fileNotFound` or `.invalidArguments` for a `roots` entry
+    ///   that is missing or a symbolic link (checked before anything is destroyed); `.system`
+    ///   when a file cannot be removed (the keys are already destroyed then, so its contents
+    ///   are unreadable); `.system(errno: EBUSY)` after the walk when the deleted key bytes may
+    ///   remain in the state files because another connection holds a read transaction.
     @discardableResult
     public func wipe(_ name: String, roots: [String], progress: ((WipeProgress) -> Void)? = nil) throws -> WipeReport {
         let identity = try context.resolveAccount(name)
-        var report = WipeReport()
-        report.keysDestroyed = try context.keys.destroyKeys(accountId: identity.accountId)
+        var given: [WipeRoot] = []
+        defer { given.forEach { $0.close() } }
+        for root in roots { given.append(try WipeRoot.given(root)) }
+        let destroyed = try context.keys.destroyKeys(accountId: identity.accountId)
         try context.state.markWiped(identity.accountId)
         try context.state.setManaged(identity.accountId, managed: false)
         try context.state.setPolicy(identity.accountId, json: nil)
         context.stateDidChange()
+        var walker = WipeWalker(owner: identity.accountId, progress: progress)
+        walker.report.keysDestroyed = destroyed.count
         var walked = Set<String>()
-        let known = try context.state.knownRoots().map(\.path)
-        var examined = 0
-        for root in roots + known {
-            let path = PathName.normalized(root)
-            guard !walked.contains(path) else { continue }
-            walked.insert(path)
-            var st = stat()
-            guard lstat(path, &st) == 0 else { continue }
-            report.roots.append(path)
-            if (st.st_mode & S_IFMT) == S_IFDIR {
-                try wipeTree(path, owner: identity.accountId, report: &report, examined: &examined, progress: progress)
-            } else if (st.st_mode & S_IFMT) == S_IFREG {
-                examined += 1
-                try wipeFile(path, owner: identity.accountId, report: &report)
-            }
+        for root in given where walked.insert(root.path).inserted {
+            try walker.wipe(root)
         }
-        progress?(WipeProgress(examined: examined, removed: report.removedFiles))
-        return report
-    }
-
-    private func wipeTree(_ directory: String, owner: String, report: inout WipeReport, examined: inout Int,
-                          progress: ((WipeProgress) -> Void)?) throws {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for name in entries {
-            let child = directory + "/" + name
-            var st = stat()
-            guard lstat(child, &st) == 0 else { continue }
-            switch st.st_mode & S_IFMT {
-            case S_IFDIR:
-                try wipeTree(child, owner: owner, report: &report, examined: &examined, progress: progress)
-                if DirectoryOwner.read(path: child) == owner {
-                    if rmdir(child) != 0 { removexattr(child, DirectoryOwner.attributeName) }
-                    report.removedDirectories += 1
-                }
-            case S_IFREG:
-                examined += 1
-                try wipeFile(child, owner: owner, report: &report)
-                if examined % 200 == 0 { progress?(WipeProgress(examined: examined, removed: report.removedFiles)) }
-            default:
-                continue
-            }
+        for path in try context.state.knownRoots().map(\.path) where walked.insert(PathName.normalized(path)).inserted {
+            guard let root = WipeRoot.known(path, notes: &walker.report.notes) else { continue }
+            defer { root.close() }
+            try walker.wipe(root)
         }
-        if DirectoryOwner.read(path: directory) == owner { removexattr(directory, DirectoryOwner.attributeName) }
-    }
-
-    private func wipeFile(_ path: String, owner: String, report: inout WipeReport) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return }
-        let header = try? ProtectedFileHeader.read(fd: fd)
-        close(fd)
-        guard let header, header.owner == owner else { return }
-        guard unlink(path) == 0 else { throw MAMError.fromErrno("remove \(path)") }
-        report.removedFiles += 1
+        progress?(WipeProgress(examined: walker.examined, removed: walker.report.removedFiles))
+        try context.state.requireKeyBytesGone(destroyed.wrapped)
+        return walker.report
     }
 
     /// All registered accounts.

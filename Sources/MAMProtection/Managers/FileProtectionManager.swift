@@ -160,12 +160,75 @@ public struct FileProtectionManager: Sendable {
     /// original untouched. Mirrors `decryptFile:` and `decryptFile:toCopyPath:`.
     /// - Throws: `.fileNotFound`, `.operationOnDirectory`, `.failedToDecrypt` for a file that is
     ///   not protected, `.keyUnavailable`, `.authenticationFailed`, `.cannotCreateOutput`.
+    ///   A plain-tagged file is decrypted (its tag stripped) whoever it names.
     public func decryptFile(path: String, toCopyPath: String? = nil) throws {
         try requireRegularFile(path)
+        let header = try requireDecryptable(path)
+        try transform(path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+    }
+
+    /// The header of a file `decrypt` may decrypt.
+    private func requireDecryptable(_ path: String) throws -> ProtectedFileHeader {
         guard let header = try readHeader(path) else {
             throw MAMError.failedToDecrypt("\(path) is not a protected file")
         }
-        try transform(path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+        // A plain-tagged file naming a managed account is accepted: plain headers are not
+        // authenticated, but such files are legitimate (a policy without file encryption, a
+        // file written before the policy changed), and decrypting one only strips the tag from
+        // bytes that are already plain on disk; the result is untagged, so no managed status
+        // is handed on. Buffers differ (DataProtectionManager.unprotect).
+        return header
+    }
+
+    /// `encryptFile` with the encrypted bytes written to the open descriptor `stream` (stdout
+    /// for `-o -`) instead of a file; `path` is left as it is.
+    /// - Throws: as `encryptFile`; `.system` when writing to `stream` fails.
+    public func encryptFile(path: String, forAccountId accountId: String, toStream stream: Int32) throws {
+        try requireRegularFile(path)
+        let owner = try context.resolveOwner(accountId)
+        let header = try readHeader(path)
+        let (newHeader, fileKey) = try context.newEncryptedHeader(owner: owner)
+        try OutputTarget.throughMemory(to: stream) { fd in
+            try copyContent(path, header: header, into: fd, header: newHeader, fileKey: fileKey)
+        }
+    }
+
+    /// `decryptFile(path:toCopyPath:)` with the plaintext written to the open descriptor
+    /// `stream` (stdout for `-o -`); `path` is left as it is.
+    /// - Throws: as `decryptFile`; `.system` when writing to `stream` fails.
+    public func decryptFile(path: String, toStream stream: Int32) throws {
+        try requireRegularFile(path)
+        let header = try requireDecryptable(path)
+        try OutputTarget.throughMemory(to: stream) { fd in
+            try copyContent(path, header: header, into: fd, header: nil, fileKey: nil)
+        }
+    }
+
+    /// Copies the plaintext of `path` into the empty file `fd`, protected with `newHeader`.
+    private func copyContent(_ path: String, header: ProtectedFileHeader?, into fd: Int32,
+                             header newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?) throws {
+        let sourceFD = try openRegularFile(path)
+        defer { close(sourceFD) }
+        let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
+        try copyPlaintext(from: source, to: try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey))
+    }
+
+    /// Writes the header of `destination` (if it has one) and every plaintext byte of `source` into it.
+    private func copyPlaintext(from source: ProtectedFileContent, to destination: ProtectedFileContent) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
+        defer {
+            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            buffer.deallocate()
+        }
+        try destination.writeHeaderIfMissing()
+        let size = try source.plaintextSize()
+        var offset: Int64 = 0
+        while offset < size {
+            let n = try source.read(into: buffer, at: offset)
+            if n == 0 { break }
+            try destination.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset)
+            offset += Int64(n)
+        }
     }
 
     // MARK: Rewriting
@@ -174,33 +237,17 @@ public struct FileProtectionManager: Sendable {
     /// `output ?? path`. Mode, owner and times are kept.
     private func transform(_ path: String, header: ProtectedFileHeader?, to newHeader: ProtectedFileHeader?,
                            fileKey newKey: SymmetricKey?, output: String?) throws {
-        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
-        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        let sourceFD = try openRegularFile(path)
         defer { close(sourceFD) }
         var st = stat()
         fstat(sourceFD, &st)
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         let target = output ?? path
-        if let output, (try? statPath(output)).map({ ($0.st_mode & S_IFMT) == S_IFDIR }) == true {
-            throw MAMError.cannotCreateOutput("\(output) is a directory")
-        }
+        try OutputTarget.requireReplaceable(target, inPlace: output == nil)
         let writer = try AtomicFileWriter(targetPath: target)
         let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
-        defer {
-            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
-            buffer.deallocate()
-        }
         do {
-            try destination.writeHeaderIfMissing()
-            let size = try source.plaintextSize()
-            var offset: Int64 = 0
-            while offset < size {
-                let n = try source.read(into: buffer, at: offset)
-                if n == 0 { break }
-                try destination.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset)
-                offset += Int64(n)
-            }
+            try copyPlaintext(from: source, to: destination)
             if output == nil { copyExtendedAttributes(from: sourceFD, to: writer.fd) }
             writer.copyAttributes(from: st, keepTimes: output == nil)
             try writer.commit()
@@ -215,11 +262,11 @@ public struct FileProtectionManager: Sendable {
 
     /// Replaces the header of an encrypted file whose body stays byte-for-byte the same.
     private func rewriteHeader(_ path: String, from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
-        let sourceFD = open(path, O_RDONLY | O_CLOEXEC)
-        guard sourceFD >= 0 else { throw MAMError.fromErrno(path) }
+        let sourceFD = try openRegularFile(path)
         defer { close(sourceFD) }
         var st = stat()
         fstat(sourceFD, &st)
+        try OutputTarget.requireReplaceable(path, inPlace: true)
         let writer = try AtomicFileWriter(targetPath: path)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
@@ -294,17 +341,30 @@ public struct FileProtectionManager: Sendable {
     }
 
     private func readHeader(_ path: String) throws -> ProtectedFileHeader? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw MAMError.fileNotFound(path) }
-            throw MAMError.fromErrno(path)
-        }
+        let fd = try openRegularFile(path)
         defer { close(fd) }
         do {
             return try ProtectedFileHeader.read(fd: fd)
         } catch MAMError.authenticationFailed(let why) {
             throw MAMError.authenticationFailed("\(path): \(why)")
         }
+    }
+
+    /// Opens `path` read-only without blocking (a FIFO or device put in its place never
+    /// hangs the command) and checks, on the open descriptor, that it is a regular file.
+    /// - Throws: `.fileNotFound`; `.invalidArguments` for anything but a regular file; `.system`.
+    private func openRegularFile(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw MAMError.fileNotFound(path) }
+            throw MAMError.fromErrno(path)
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw MAMError.invalidArguments("\(path) is not a regular file")
+        }
+        return fd
     }
 
     private func realPath(_ path: String) -> String {

@@ -25,8 +25,10 @@ public final class ProtectionContext: @unchecked Sendable {
     }
 
     /// Creates a new state directory (`mamfs init`): the directory (0700), the database, and the
-    /// master key (random key file, or scrypt from `passphraseFile`).
-    /// - Throws: `.cannotCreateOutput` when the state already exists or cannot be created.
+    /// master key (random key file, or scrypt from `passphraseFile`). An existing directory must
+    /// belong to this user; a group- or world-accessible one is set to 0700.
+    /// - Throws: `.cannotCreateOutput` when the state already exists or cannot be created;
+    ///   `.system(errno: EPERM)` when the directory is owned by another user.
     @discardableResult
     public static func initialize(stateDirectory: StateDirectory, passphraseFile: String?) throws -> ProtectionContext {
         if stateDirectory.databaseExists {
@@ -35,6 +37,7 @@ public final class ProtectionContext: @unchecked Sendable {
         if FileManager.default.fileExists(atPath: stateDirectory.masterKeyURL.path) {
             throw MAMError.cannotCreateOutput("\(stateDirectory.masterKeyURL.path) already exists")
         }
+        try stateDirectory.makePrivateForInit()
         try stateDirectory.create()
         let state = try StateStore.open(directory: stateDirectory, create: true)
         do {
@@ -51,9 +54,12 @@ public final class ProtectionContext: @unchecked Sendable {
 
     /// Opens an existing state.
     /// - Parameter passphraseFile: needed when the state was initialised with a passphrase.
-    /// - Throws: `.fileNotFound` when there is no state; `.keyUnavailable` for a wrong passphrase
-    ///   or master key file.
+    /// - Throws: `.fileNotFound` when there is no state; `.system(errno: EACCES)` when this user
+    ///   cannot read it; `.system(errno: EPERM)` when the directory or key file belongs to
+    ///   another user or others can write it (`StateDirectory.requireSafeToOpen`);
+    ///   `.keyUnavailable` for a wrong passphrase or master key file.
     public static func open(stateDirectory: StateDirectory, passphraseFile: String?) throws -> ProtectionContext {
+        try stateDirectory.requireSafeToOpen()
         let state = try StateStore.open(directory: stateDirectory, create: false)
         let key = try MasterKey.load(from: stateDirectory, state: state, passphraseFile: passphraseFile)
         return try ProtectionContext(stateDirectory: stateDirectory, state: state, masterKey: key)
@@ -104,7 +110,7 @@ public final class ProtectionContext: @unchecked Sendable {
     /// - Throws: `.unknownAccount` when no such account is registered.
     public func resolveAccount(_ name: String) throws -> AccountIdentity {
         guard let record = try state.account(named: name) else {
-            throw MAMError.unknownAccount("'\(name)' is not registered (see 'mamfs accounts')")
+            throw MAMError.unknownAccount("'\(InputQuote.short(name))' is not registered (see 'mamfs accounts')")
         }
         return AccountIdentity(uncheckedAccountId: record.accountId, upn: record.upn)
     }
@@ -124,9 +130,9 @@ public final class ProtectionContext: @unchecked Sendable {
         }
         if AccountIdentity.isAccountId(canonical) { return canonical }
         if AccountIdentity.isUPN(canonical) {
-            throw MAMError.unknownAccount("'\(name)' is not registered (see 'mamfs accounts')")
+            throw MAMError.unknownAccount("'\(InputQuote.short(name))' is not registered (see 'mamfs accounts')")
         }
-        throw MAMError.invalidArguments("'\(name)' is neither an accountId (GUID) nor a UPN")
+        throw MAMError.invalidArguments("'\(InputQuote.short(name))' is neither an accountId (GUID) nor a UPN")
     }
 
     /// Registered accounts, from the cache.
@@ -169,7 +175,7 @@ public final class ProtectionContext: @unchecked Sendable {
     func newEncryptedHeader(owner: String) throws -> (ProtectedFileHeader, SymmetricKey) {
         let owner = AccountIdentity.canonical(owner)
         guard policyEvaluator.isManaged(accountId: owner) else {
-            throw MAMError.unmanagedIdentity("'\(owner.isEmpty ? "(empty)" : owner)' is not a managed (enrolled) account")
+            throw MAMError.unmanagedIdentity("'\(owner.isEmpty ? "(empty)" : InputQuote.short(owner))' is not a managed (enrolled) account")
         }
         let (keyId, accountKey) = try keys.currentKey(accountId: owner)
         return try ProtectedFileHeader.makeEncrypted(owner: owner, keyId: keyId, accountKey: accountKey)

@@ -69,20 +69,24 @@ public struct Policy: Equatable, Sendable {
     /// - Throws: `MAMError.invalidArguments` with a one-line message naming `source` and the
     ///   offending key, for: invalid JSON, a non-object top level, an unknown key, a value of the
     ///   wrong type (a number where a boolean is expected is rejected), an unknown
-    ///   `receiveData` value, an unknown or repeated location name.
+    ///   `receiveData` value, an unknown or repeated location name, a key that appears twice in
+    ///   one object. Rejected input is quoted by at most a short prefix (`InputQuote`).
     public static func parse(_ json: Data, source: String) throws -> Policy {
         let top: Any
         do {
             top = try JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])
         } catch {
-            throw invalid(source, "invalid JSON (\(oneLine(String(describing: error))))")
+            throw invalid(source, "invalid JSON (\(InputQuote.short(String(describing: error), limit: 200)))")
+        }
+        if let key = JSONObjectKeys.firstDuplicate(in: json) {
+            throw invalid(source, "duplicate key '\(InputQuote.short(key))' (each key may appear only once in an object)")
         }
         guard let object = top as? [String: Any] else {
             throw invalid(source, "top level must be a JSON object, got \(describe(top))")
         }
         let unknown = object.keys.filter { !Key.all.contains($0) }.sorted()
         if !unknown.isEmpty {
-            let names = unknown.map { "'\(oneLine($0))'" }.joined(separator: ", ")
+            let names = unknown.prefix(5).map { "'\(InputQuote.short($0))'" }.joined(separator: ", ") + (unknown.count > 5 ? ", …" : "")
             let allowed = Key.all.sorted().joined(separator: ", ")
             throw invalid(source, "unknown key \(names) (allowed keys: \(allowed))")
         }
@@ -100,7 +104,7 @@ public struct Policy: Equatable, Sendable {
             }
             guard let receive = ReceiveDataPolicy(parsing: name) else {
                 let allowed = ReceiveDataPolicy.allCases.map(\.rawValue).joined(separator: ", ")
-                throw invalid(source, "key '\(Key.receiveData)': '\(oneLine(name))' is not one of \(allowed)")
+                throw invalid(source, "key '\(Key.receiveData)': '\(InputQuote.short(name))' is not one of \(allowed)")
             }
             policy.receiveData = receive
         }
@@ -138,12 +142,7 @@ public struct Policy: Equatable, Sendable {
     // MARK: - Parsing helpers
 
     private static func invalid(_ source: String, _ message: String) -> MAMError {
-        .invalidArguments("policy \(oneLine(source)): \(message)")
-    }
-
-    /// Keeps error messages on one line whatever the input or the underlying error contains.
-    private static func oneLine(_ text: String) -> String {
-        text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        .invalidArguments("policy \(InputQuote.short(source, limit: 4096)): \(message)")
     }
 
     /// True only for a JSON `true`/`false`. Foundation hands both booleans and numbers back as
@@ -173,7 +172,7 @@ public struct Policy: Equatable, Sendable {
             }
             guard let location = parse(name) else {
                 let allowed = L.allCases.map(\.rawValue).joined(separator: ", ")
-                throw invalid(source, "key '\(key)': '\(oneLine(name))' is not a location (allowed: \(allowed))")
+                throw invalid(source, "key '\(key)': '\(InputQuote.short(name))' is not a location (allowed: \(allowed))")
             }
             guard result.insert(location).inserted else {
                 throw invalid(source, "key '\(key)': '\(location.rawValue)' is listed more than once")

@@ -94,10 +94,10 @@ public final class StateStore: Sendable {
     @discardableResult
     public func upsertAccount(_ record: AccountRecord) throws -> AccountRecord {
         guard AccountIdentity.isAccountId(record.accountId) else {
-            throw MAMError.invalidArguments("'\(record.accountId)' is not an accountId (expected a GUID)")
+            throw MAMError.invalidArguments("'\(InputQuote.short(record.accountId))' is not an accountId (expected a GUID)")
         }
         if let upn = record.upn, !AccountIdentity.isUPN(upn) {
-            throw MAMError.invalidArguments("'\(upn)' is not a UPN (expected name@domain)")
+            throw MAMError.invalidArguments("'\(InputQuote.short(upn))' is not a UPN (expected name@domain)")
         }
         var stored = record
         stored.accountId = AccountIdentity.canonical(record.accountId)
@@ -228,13 +228,14 @@ public final class StateStore: Sendable {
     /// Deletes every key of the account (crypto-shredding: files wrapped under them become
     /// unreadable everywhere). `secure_delete` zeroes the freed bytes and the WAL is then
     /// checkpointed and truncated, so the old key bytes stay neither in the database nor in
-    /// its WAL. The key-id counter is kept.
+    /// its WAL; both files are then searched for the deleted bytes. The key-id counter is kept.
     /// - Returns: the number of keys deleted.
+    /// - Throws: `.system(errno: EBUSY)` when the keys are deleted but their bytes may remain
+    ///   because another connection holds a read transaction (see `requireKeyBytesGone`).
     @discardableResult
     public func deleteAccountKeys(_ accountId: String) throws -> Int {
-        let id = AccountIdentity.canonical(accountId)
-        let count = try database.transaction { try deleteKeysLocked(id) }
-        try database.checkpointTruncate()
+        let (count, wrapped) = try deleteAccountKeysReturningBlobs(accountId)
+        try requireKeyBytesGone(wrapped)
         return count
     }
 
@@ -374,6 +375,8 @@ public final class StateStore: Sendable {
                          [.text(accountId), .integer(Int64(keyId)), .blob(wrapped), .integer(Self.now())])
         try setMetaValue(Data(String(keyId).utf8), forKey: Self.keyCounterName(accountId))
     }
+
+    func deleteKeysLockedForScrub(_ accountId: String) throws -> Int { try deleteKeysLocked(accountId) }
 
     private func deleteKeysLocked(_ accountId: String) throws -> Int {
         let highest = try highestIssuedKeyIdLocked(accountId)

@@ -1,0 +1,235 @@
+import CSystem
+import Foundation
+
+/// A wipe root opened for walking: the descriptor of its parent directory and its name there.
+struct WipeRoot {
+    /// Directory descriptor of the root's parent (closed by `close()`).
+    let parent: Int32
+    /// The root's name in `parent` ("." for "/").
+    let name: String
+    /// The root's path, for messages and progress.
+    let path: String
+
+    func close() { _ = Glibc.close(parent) }
+
+    /// A root given by the caller (`--root`): its parent directories are resolved once, here,
+    /// as the caller named them; the root itself must not be a symbolic link.
+    /// - Throws: `.fileNotFound`; `.invalidArguments` for a symbolic link; `.system`.
+    static func given(_ path: String) throws -> WipeRoot {
+        let path = PathName.normalized(path)
+        let isSlash = path == "/"
+        let parentPath = isSlash ? "/" : PathName.directory(of: path)
+        let parent = open(parentPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard parent >= 0 else {
+            if errno == ENOENT || errno == ENOTDIR { throw MAMError.fileNotFound(path) }
+            throw MAMError.fromErrno(path)
+        }
+        let root = WipeRoot(parent: parent, name: isSlash ? "." : PathName.lastComponent(of: path), path: path)
+        var st = stat()
+        guard fstatat(parent, root.name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
+            let code = errno
+            root.close()
+            if code == ENOENT { throw MAMError.fileNotFound(path) }
+            throw MAMError.system(path, errno: code)
+        }
+        if (st.st_mode & S_IFMT) == S_IFLNK {
+            root.close()
+            throw MAMError.invalidArguments("\(path) is a symbolic link; a wipe does not follow symbolic links (give the directory it points to)")
+        }
+        return root
+    }
+
+    /// A root the state remembers: every component is opened with O_NOFOLLOW from "/", so a
+    /// directory that was swapped for a symbolic link since the root was recorded is not
+    /// followed.
+    /// - Returns: nil when the root is gone (silently) or a component is a symbolic link or
+    ///   not a directory (with a line in `notes`).
+    static func known(_ path: String, notes: inout [String]) -> WipeRoot? {
+        let path = PathName.normalized(path)
+        guard path.hasPrefix("/") else { return nil }
+        let components = path.split(separator: "/").map(String.init)
+        var fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        guard let last = components.last else { return WipeRoot(parent: fd, name: ".", path: "/") }
+        for component in components.dropLast() {
+            let next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let code = errno
+            Glibc.close(fd)
+            guard next >= 0 else {
+                if code == ELOOP || code == ENOTDIR {
+                    notes.append("\(path): skipped, a directory on its path is now a symbolic link or not a directory (wipe it with --root if it is meant)")
+                }
+                return nil
+            }
+            fd = next
+        }
+        var st = stat()
+        guard fstatat(fd, last, &st, AT_SYMLINK_NOFOLLOW) == 0 else { Glibc.close(fd); return nil }
+        if (st.st_mode & S_IFMT) == S_IFLNK {
+            notes.append("\(path): skipped, it is now a symbolic link")
+            Glibc.close(fd)
+            return nil
+        }
+        return WipeRoot(parent: fd, name: last, path: path)
+    }
+}
+
+/// Walks wipe roots with directory descriptors and removes the files and tagged directories of
+/// one owner.
+///
+/// Every step is relative to a directory descriptor already held: entries are examined with
+/// fstatat(AT_SYMLINK_NOFOLLOW), opened with openat(O_NOFOLLOW | O_NONBLOCK) and checked with
+/// fstat, and removed with unlinkat on the same descriptor. Swapping a directory for a
+/// symbolic link while the wipe runs therefore cannot send it outside the tree, and a FIFO or
+/// device never blocks it. A mount point inside a root is not entered (another st_dev, or a
+/// path listed in /proc/self/mountinfo, which also catches bind mounts of the same
+/// filesystem); the walk notes it. The contents of every `.mamfs-provider/tmp` directory met are removed
+/// whoever owns them: they are provider temporaries that a crash may have left.
+struct WipeWalker {
+    let owner: String
+    let progress: ((WipeProgress) -> Void)?
+    var report = WipeReport()
+    var examined = 0
+    /// Mount points of this mount namespace: a bind mount of the same filesystem has the same
+    /// st_dev, so the walk also compares each directory's kernel path with these.
+    private let mountPoints = MountPoints.current()
+
+    init(owner: String, progress: ((WipeProgress) -> Void)?) {
+        self.owner = owner
+        self.progress = progress
+    }
+
+    /// Wipes below (or, for a file, at) `root`.
+    /// - Throws: `.system` when a file of the owner cannot be removed.
+    mutating func wipe(_ root: WipeRoot) throws {
+        var st = stat()
+        guard fstatat(root.parent, root.name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+        report.roots.append(root.path)
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR:
+            let fd = openat(root.parent, root.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            defer { Glibc.close(fd) }
+            var opened = stat()
+            guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == st.st_dev else { return }
+            try walk(fd, path: root.path, kernelPath: MountPoints.kernelPath(of: fd),
+                     name: PathName.lastComponent(of: root.path), device: opened.st_dev)
+            if DirectoryOwner.read(fd: fd) == owner { fremovexattr(fd, DirectoryOwner.attributeName) }
+        case S_IFREG:
+            examined += 1
+            try wipeFile(in: root.parent, name: Array(root.name.utf8CString), path: root.path, expected: st)
+        default:
+            return
+        }
+    }
+
+    private mutating func walk(_ directory: Int32, path: String, kernelPath: String?, name directoryName: String,
+                               device: dev_t) throws {
+        for entry in Self.entries(of: directory) {
+            let name = entry.bytes
+            let child = PathName.appending(entry.text, to: path)
+            let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
+            var st = stat()
+            guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                guard st.st_dev == device, !mountPoints.contains(childKernelPath) else {
+                    report.notes.append("\(child): not crossed, it is a mount point (another filesystem); its files were not examined")
+                    continue
+                }
+                let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else { continue }
+                defer { Glibc.close(fd) }
+                var opened = stat()
+                guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == device else { continue }
+                if entry.text == "tmp" && directoryName == ".mamfs-provider" {
+                    purge(fd, path: child, kernelPath: childKernelPath, device: device)
+                    continue
+                }
+                try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device)
+                if DirectoryOwner.read(fd: fd) == owner {
+                    if unlinkat(directory, name, AT_REMOVEDIR) != 0 { fremovexattr(fd, DirectoryOwner.attributeName) }
+                    report.removedDirectories += 1
+                }
+            case S_IFREG:
+                examined += 1
+                try wipeFile(in: directory, name: name, path: child, expected: st)
+                if examined % 200 == 0 { progress?(WipeProgress(examined: examined, removed: report.removedFiles)) }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Removes `name` in `directory` when it is a regular file of the owner.
+    private mutating func wipeFile(in directory: Int32, name: [CChar], path: String, expected: stat) throws {
+        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        var opened = stat()
+        let same = fstat(fd, &opened) == 0 && (opened.st_mode & S_IFMT) == S_IFREG
+            && opened.st_ino == expected.st_ino && opened.st_dev == expected.st_dev
+        let header = same ? try? ProtectedFileHeader.read(fd: fd) : nil
+        Glibc.close(fd)
+        guard let header, header.owner == owner else { return }
+        EnrollmentManager.beforeRemovingFile?(PathName.lastComponent(of: path))
+        // The name may have been replaced since it was read; only the file examined goes.
+        var now = stat()
+        guard fstatat(directory, name, &now, AT_SYMLINK_NOFOLLOW) == 0,
+              now.st_ino == opened.st_ino, now.st_dev == opened.st_dev else { return }
+        guard unlinkat(directory, name, 0) == 0 else { throw MAMError.fromErrno("remove \(path)") }
+        report.removedFiles += 1
+    }
+
+    /// Removes everything inside `directory` (a provider temp area), staying on `device`.
+    private mutating func purge(_ directory: Int32, path: String, kernelPath: String?, device: dev_t) {
+        for entry in Self.entries(of: directory) {
+            let name = entry.bytes
+            let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
+            var st = stat()
+            guard fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                guard st.st_dev == device, !mountPoints.contains(childKernelPath) else {
+                    report.notes.append("\(PathName.appending(entry.text, to: path)): not crossed, it is a mount point (another filesystem)")
+                    continue
+                }
+                let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else { continue }
+                purge(fd, path: PathName.appending(entry.text, to: path), kernelPath: childKernelPath, device: device)
+                Glibc.close(fd)
+                if unlinkat(directory, name, AT_REMOVEDIR) == 0 { report.removedTemporaries += 1 }
+            } else if unlinkat(directory, name, 0) == 0 {
+                report.removedTemporaries += 1
+            }
+        }
+    }
+
+    /// The names in the directory open as `fd` (without "." and ".."); the descriptor stays open.
+    static func entries(of fd: Int32) -> [EntryName] {
+        let copy = dup(fd)
+        guard copy >= 0 else { return [] }
+        guard let stream = fdopendir(copy) else { Glibc.close(copy); return [] }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        var names: [EntryName] = []
+        while let entry = readdir(stream) {
+            let bytes = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { pointer in
+                    Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
+                }
+            }
+            let name = EntryName(bytes: bytes)
+            if name.text != "." && name.text != ".." { names.append(name) }
+        }
+        return names
+    }
+}
+
+/// A directory entry's name as the bytes the kernel gave (NUL-terminated), so names that are
+/// not valid UTF-8 are still examined, and as text for messages.
+struct EntryName: CustomStringConvertible {
+    /// The name's bytes with the terminating NUL, for the *at calls.
+    let bytes: [CChar]
+    /// The name decoded as UTF-8 (invalid bytes replaced), for paths in messages.
+    var text: String { String(decoding: bytes.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+    var description: String { text }
+}

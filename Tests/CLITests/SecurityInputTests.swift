@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+@Suite("Security: hostile input is rejected and never echoed at length")
+struct SecurityInputTests {
+    @Test("a policy with a duplicate key is refused (64), naming the key", arguments: [
+        #"{"receiveData": "all", "receiveData": "managedOnly"}"#,
+        #"{"receiveData": "all", "fileEncryptionRequired": true, "receive\u0044ata": "managedOnly"}"#,
+    ])
+    func duplicatePolicyKey(_ json: String) throws {
+        let sandbox = try Sandbox()
+        #expect(try sandbox.run(["init"]).status == 0)
+        let policy = try sandbox.write("dup.json", json)
+        let result = try sandbox.run(["enroll", Fixtures.account, "--policy", policy])
+        #expect(result.status == 64, "\(result.status) \(result.err)")
+        #expect(result.err.contains("duplicate key 'receiveData'"), "\(result.err)")
+        let set = try sandbox.run(["policy", "set", Fixtures.account, policy])
+        #expect(set.status != 0)
+    }
+
+    @Test("keys that repeat only in nested objects or inside strings are not duplicates")
+    func nestedKeysAreNotDuplicates() throws {
+        let sandbox = try Sandbox()
+        #expect(try sandbox.run(["init"]).status == 0)
+        let policy = try sandbox.write("ok.json", #"{"receiveData": "all", "saveToLocations": ["Other"], "openFromLocations": ["Other"], "fileEncryptionRequired": true}"#)
+        let result = try sandbox.run(["enroll", Fixtures.account, "--policy", policy])
+        #expect(result.status == 0, "\(result.err)")
+    }
+
+    /// The protected-format header of a plain-tagged buffer claiming `owner`.
+    func plainHeader(owner: String) -> Data {
+        let ownerBytes = Array(owner.utf8)
+        let length = 13 + ownerBytes.count
+        return Data([0x89, 0x4D, 0x41, 0x4D, 0x46, 0x53, 0x0D, 0x0A, 1, 0, UInt8(length & 0xff), UInt8(length >> 8),
+                     UInt8(ownerBytes.count)] + ownerBytes)
+    }
+
+    @Test("unprotect-data of a forged plain buffer claiming the managed account is refused (65)")
+    func forgedPlainBuffer() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let forged = plainHeader(owner: Fixtures.account) + Data("not really managed".utf8)
+        let result = try sandbox.run(["unprotect-data"], stdin: forged)
+        #expect(result.status == 65, "\(result.status) \(result.err)")
+        #expect(result.stdout.isEmpty)
+        #expect(result.err.contains("plain"), "\(result.err)")
+        // A plain buffer of an unmanaged identity is fine.
+        let personal = try sandbox.run(["unprotect-data"], stdin: plainHeader(owner: "") + Data("personal".utf8))
+        #expect(personal.status == 0, "\(personal.err)")
+        #expect(personal.stdout == Data("personal".utf8))
+    }
+
+    @Test("decrypt of a plain-tagged file claiming the managed account writes its body untagged (nothing is vouched for)")
+    func plainTaggedFileOfManagedAccount() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let forged = try sandbox.write("forged.txt", plainHeader(owner: Fixtures.account) + Data("plain on disk".utf8))
+        let copy = sandbox.path("copy.txt")
+        let result = try sandbox.run(["decrypt", forged, "-o", copy])
+        #expect(result.status == 0, "\(result.status) \(result.err)")
+        #expect(try sandbox.read(copy) == Data("plain on disk".utf8))
+        let info = try jsonArray(try sandbox.run(["info", "--json", copy]))
+        #expect(info.first?["owner"] is NSNull, "the copy is untagged")
+    }
+
+    @Test("errors quote at most a short prefix of bad input")
+    func errorsQuoteAShortPrefix() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let huge = String(repeating: "A", count: 50 << 20)
+        let badValue = try sandbox.write("big-value.json", #"{"receiveData": ""# + huge + #""}"#)
+        let badKey = try sandbox.write("big-key.json", #"{""# + huge + #"": true}"#)
+        let badLocation = try sandbox.write("big-location.json", #"{"saveToLocations": [""# + huge + #""]}"#)
+        for policy in [badValue, badKey, badLocation] {
+            let result = try sandbox.run(["policy", "set", Fixtures.account, policy])
+            #expect(result.status == 64, "\(result.status)")
+            #expect(result.stderr.count < 1000, "\(result.stderr.count) bytes of stderr")
+            #expect(result.err.contains("AAAA…"), "\(result.err.prefix(300))")
+        }
+        let longName = String(repeating: "b", count: 100_000)
+        for arguments in [["protect", sandbox.root, "--account", longName],
+                          ["protect", sandbox.root, "--account", longName + "@contoso.com"],
+                          ["wipe", longName],
+                          [longName],
+                          ["accounts", "--" + longName]] {
+            let result = try sandbox.run(arguments)
+            #expect(result.status != 0)
+            #expect(result.stderr.count < 1000, "\(arguments[0].prefix(10)): \(result.stderr.count) bytes of stderr")
+        }
+    }
+}
