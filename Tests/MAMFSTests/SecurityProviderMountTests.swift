@@ -41,6 +41,19 @@ private func fileSizes(in directory: String) -> [Int] {
     return sizes
 }
 
+/// Bytes in the daemon's in-memory download buffer (`memfd:mamfs-download`), 0 when it has none.
+private func downloadBufferSize(pid: pid_t) -> Int {
+    let directory = "/proc/\(pid)/fd"
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+    for name in names {
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + name),
+              target.hasPrefix("/memfd:mamfs-download") else { continue }
+        var st = stat()
+        if stat(directory + "/" + name, &st) == 0 { return Int(st.st_size) }
+    }
+    return 0
+}
+
 @Suite("Security: provider mounts", .enabled(if: fuseAvailable), .serialized)
 struct SecurityProviderMountTests {
     @Test("non-replicated mount killed with SIGKILL in the middle of materializing a file for an encrypting policy leaves no plaintext in the backing directory or the state; the next mount removes the leftovers")
@@ -77,7 +90,9 @@ struct SecurityProviderMountTests {
         var killedMidTransfer = false
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
-            if fileSizes(in: temporary).contains(where: { $0 > 0 }) {
+            // The download is in flight while the daemon holds its in-memory buffer with bytes in
+            // it (the provided copy is linked into the temp area only once it is complete).
+            if daemons.contains(where: { downloadBufferSize(pid: $0) > 0 }) || fileSizes(in: temporary).contains(where: { $0 > 0 }) {
                 for pid in daemons { kill(pid, SIGKILL) }
                 killedMidTransfer = lstat(m.backing + "/big.bin", &st) == 0 && st.st_size == 0
                 break

@@ -69,42 +69,32 @@ final class ProviderTemporaryArea: @unchecked Sendable {
 
     /// Removes what crashed or killed runs left in `temporaryDirectory`: every session directory
     /// whose lock is free, and every loose entry. Live sessions (another process working on the
-    /// same root now) are left alone.
+    /// same root now) are left alone. Works on descriptors (names as the kernel's bytes, no
+    /// symlink followed).
     static func sweep(_ temporaryDirectory: String) {
-        guard let dir = opendir(temporaryDirectory) else { return }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        closedir(dir)
-        for name in names {
-            let path = temporaryDirectory + "/" + name
-            guard let st = FileSystem.lstatPath(path) else { continue }
-            guard FileSystem.isDirectory(st) else { unlink(path); continue }
-            let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let area = open(temporaryDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard area >= 0 else { return }
+        defer { close(area) }
+        for entry in DirectoryEntries.names(of: area) {
+            var st = stat()
+            guard fstatat(area, entry.bytes, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            guard FileSystem.isDirectory(st) else { unlinkat(area, entry.bytes, 0); continue }
+            let fd = openat(area, entry.bytes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else { continue }
             if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                removeTree(path)
+                DirectoryEntries.removeContents(of: fd)
+                unlinkat(area, entry.bytes, AT_REMOVEDIR)
             }
             close(fd)
         }
     }
 
-    /// Removes `path` and everything below it, never following a symlink.
+    /// Removes the session directory at `path` and everything in it, never following a symlink.
     private static func removeTree(_ path: String) {
-        if let dir = opendir(path) {
-            var names: [String] = []
-            while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-                if name != "." && name != ".." { names.append(name) }
-            }
-            closedir(dir)
-            for name in names {
-                let child = path + "/" + name
-                if let st = FileSystem.lstatPath(child), FileSystem.isDirectory(st) { removeTree(child) } else { unlink(child) }
-            }
-        }
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        DirectoryEntries.removeContents(of: fd)
+        close(fd)
         rmdir(path)
     }
 }

@@ -125,7 +125,7 @@ struct WipeWalker {
 
     private mutating func walk(_ directory: Int32, path: String, kernelPath: String?, name directoryName: String,
                                device: dev_t) throws {
-        for entry in Self.entries(of: directory) {
+        for entry in DirectoryEntries.names(of: directory) {
             let name = entry.bytes
             let child = PathName.appending(entry.text, to: path)
             let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
@@ -182,7 +182,7 @@ struct WipeWalker {
 
     /// Removes everything inside `directory` (a provider temp area), staying on `device`.
     private mutating func purge(_ directory: Int32, path: String, kernelPath: String?, device: dev_t) {
-        for entry in Self.entries(of: directory) {
+        for entry in DirectoryEntries.names(of: directory) {
             let name = entry.bytes
             let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
             var st = stat()
@@ -203,33 +203,4 @@ struct WipeWalker {
         }
     }
 
-    /// The names in the directory open as `fd` (without "." and ".."); the descriptor stays open.
-    static func entries(of fd: Int32) -> [EntryName] {
-        let copy = dup(fd)
-        guard copy >= 0 else { return [] }
-        guard let stream = fdopendir(copy) else { Glibc.close(copy); return [] }
-        defer { closedir(stream) }
-        rewinddir(stream)
-        var names: [EntryName] = []
-        while let entry = readdir(stream) {
-            let bytes = withUnsafePointer(to: &entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { pointer in
-                    Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
-                }
-            }
-            let name = EntryName(bytes: bytes)
-            if name.text != "." && name.text != ".." { names.append(name) }
-        }
-        return names
-    }
-}
-
-/// A directory entry's name as the bytes the kernel gave (NUL-terminated), so names that are
-/// not valid UTF-8 are still examined, and as text for messages.
-struct EntryName: CustomStringConvertible {
-    /// The name's bytes with the terminating NUL, for the *at calls.
-    let bytes: [CChar]
-    /// The name decoded as UTF-8 (invalid bytes replaced), for paths in messages.
-    var text: String { String(decoding: bytes.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-    var description: String { text }
 }
