@@ -125,16 +125,22 @@ final class DescriptorCache: @unchecked Sendable {
         return result
     }
 
-    /// Points `inode` at a new descriptor (its backing object was replaced); the old one is
-    /// returned to be kept until the entry goes (another thread may still use it).
-    func replace(_ inode: Inode, with fd: Int32) -> Int32 {
+    /// Points `inode` at a new descriptor (its backing object was replaced). The old one may
+    /// still be in use by another request (read inside its pin scope), so it is closed as soon
+    /// as no request has the entry pinned: at once when none has, else by the last `unpin`.
+    func replace(_ inode: Inode, with fd: Int32) {
         let scope = PinScope.active()
-        return mutex.withLock {
+        locked {
             let old = inode.slot.fd
             inode.slot.fd = fd
-            if old < 0 { held += 1 }
+            if old < 0 {
+                held += 1
+            } else if inode.slot.pins == 0 {
+                closing.append(old)
+            } else {
+                inode.slot.retired.append(old)
+            }
             pin(inode, scope)
-            return old
         }
     }
 
@@ -165,13 +171,15 @@ final class DescriptorCache: @unchecked Sendable {
     /// The kernel forgot `inode`: its descriptor is closed now, or when the last request using
     /// it is done.
     func drop(_ inode: Inode) {
-        let fd: Int32? = mutex.withLock {
+        let fd: [Int32]? = mutex.withLock {
             inode.slot.forgotten = true
             if idle.removeValue(forKey: ObjectIdentifier(inode)) != nil { inode.slot.isIdle = false }
             guard inode.slot.pins == 0 else { return nil }
-            return takeDescriptor(inode)
+            let retired = inode.slot.retired
+            inode.slot.retired.removeAll()
+            return retired + (takeDescriptor(inode).map { [$0] } ?? [])
         }
-        if let fd { close(fd) }
+        for descriptor in fd ?? [] { close(descriptor) }
     }
 
     /// The last handle of `inode` was released: its descriptor may be closed again when idle.
@@ -188,6 +196,8 @@ final class DescriptorCache: @unchecked Sendable {
         locked {
             inode.slot.pins -= 1
             guard inode.slot.pins == 0 else { return }
+            closing.append(contentsOf: inode.slot.retired)
+            inode.slot.retired.removeAll()
             if inode.slot.forgotten, let fd = takeDescriptor(inode) {
                 closing.append(fd)
             } else {
@@ -267,6 +277,8 @@ struct DescriptorSlot {
     var isIdle = false
     var nameLost = false
     var forgotten = false
+    /// Descriptors of objects the entry no longer names (see `replace`), closed once unpinned.
+    var retired: [Int32] = []
 }
 
 /// The entries a thread pinned in its nested `DescriptorCache.withPins` calls (one object per

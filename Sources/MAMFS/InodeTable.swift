@@ -35,9 +35,6 @@ final class Inode: @unchecked Sendable {
     let descriptors: DescriptorCache
     /// Descriptor, recorded name and pins; guarded by `descriptors`' mutex.
     var slot: DescriptorSlot
-    /// O_PATH descriptors replaced by a re-key; closed with the entry because another thread
-    /// may still be using one.
-    private var retiredFDs: [Int32] = []
     /// Kernel lookup count; guarded by the table's lock.
     var lookupCount: UInt64 = 0
 
@@ -60,7 +57,7 @@ final class Inode: @unchecked Sendable {
     deinit {
         descriptors.entryGone(holding: slot.fd)
         if slot.fd >= 0 { close(slot.fd) }
-        for fd in retiredFDs { close(fd) }
+        for fd in slot.retired { close(fd) }
         if let (pending, directory) = evictionMark { pending.remove(directory: directory) }
     }
 
@@ -96,9 +93,8 @@ final class Inode: @unchecked Sendable {
     /// Points the entry at another backing object (after protect replaced the file).
     func replaceBacking(key: BackingKey, fd: Int32) {
         mutex.withLock { _key = key }
-        let old = descriptors.replace(self, with: fd)
+        descriptors.replace(self, with: fd)
         mutex.withLock {
-            if old >= 0 { retiredFDs.append(old) }
             headerKnown = false
             cachedHeader = nil
             cachedKey = nil

@@ -117,6 +117,29 @@ struct SecurityProviderMountTests {
         #expect(scan(again.backing, for: downloadMarker) == [])
     }
 
+    @Test("non-replicated mount: reading 300 placeholders one after another leaves the daemon no descriptor of a replaced placeholder (no descriptor leak per download)")
+    func materializeKeepsNoReplacedDescriptors() throws {
+        let first = try ProviderMount("non-replicated", encrypt: true)
+        defer { first.close() }
+        try FileManager.default.createDirectory(atPath: first.remote + "/d", withIntermediateDirectories: true)
+        for index in 0..<300 {
+            FileManager.default.createFile(atPath: first.remote + "/d/f\(index)", contents: Data("remote \(index)\n".utf8))
+        }
+        first.close()
+        let m = try ProviderMount(reopening: first)
+        defer { m.close() }
+        let read = try m.sh(#"cd "$M/d" && for i in $(seq 0 299); do cat "f$i"; done | wc -l"#)
+        #expect(read.status == 0 && read.out.trimmingCharacters(in: .whitespacesAndNewlines) == "300", "\(read.out) \(read.err)")
+        let pid = try #require(mamfsDaemonPIDs(serving: m.mountpoint).first)
+        let directory = "/proc/\(pid)/fd"
+        let targets = (try FileManager.default.contentsOfDirectory(atPath: directory)).compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + $0)
+        }
+        let replaced = targets.filter { $0.hasSuffix(" (deleted)") && $0.contains("/d/f") }
+        #expect(replaced.count < 16, "the daemon still holds \(replaced.count) descriptors of replaced placeholders")
+        #expect(FileManager.default.contents(atPath: m.mountpoint + "/d/f7") == Data("remote 7\n".utf8))
+    }
+
     @Test("non-replicated mount: a remote symlink cafe+U+0301 to outside and a directory caf+U+00E9 stay two items; listing and reading write nothing outside the backing directory")
     func normalizationTwinsThroughMount() throws {
         let first = try ProviderMount("non-replicated", encrypt: true)
