@@ -82,7 +82,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
             switch code {
             case ENOENT, ENOTDIR: return 66
             case EACCES, EPERM: return 77
-            case ENOSPC, EDQUOT, EROFS, EEXIST: return 73
+            case ENOSPC, EDQUOT, EROFS, EEXIST, EMLINK: return 73
             default: return 74
             }
         }

@@ -241,6 +241,10 @@ public struct FileProtectionManager: Sendable {
         defer { close(sourceFD) }
         var st = stat()
         fstat(sourceFD, &st)
+        if output == nil, newHeader?.isEncrypted == true, st.st_nlink > 1 {
+            // The rewrite makes a new inode: the other names would keep the plaintext.
+            throw MAMError.system("\(path) has \(st.st_nlink) hard links: encrypting it in place would leave its plaintext under the other names (remove them, or encrypt a copy with -o)", errno: EMLINK)
+        }
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         let target = output ?? path
         try OutputTarget.requireReplaceable(target, inPlace: output == nil)

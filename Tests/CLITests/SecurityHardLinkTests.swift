@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+
+@Suite("Security: in-place encryption of a hard-linked file is refused")
+struct SecurityHardLinkTests {
+    @Test("encrypt and protect in place of a file with a second hard link: 73 (too many links), both names keep their bytes and inode")
+    func hardLinkedFileIsNotEncryptedInPlace() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let plain = Data("HARDLINK-PLAINTEXT-MARKER\n".utf8)
+        let first = try sandbox.write("dir/h1", plain)
+        let second = sandbox.path("dir/h2")
+        #expect(link(first, second) == 0)
+        var before = stat()
+        #expect(lstat(first, &before) == 0 && before.st_nlink == 2)
+        for arguments in [["encrypt", first, "--account", Fixtures.account],
+                          ["protect", first, "--account", Fixtures.account],
+                          ["protect", sandbox.path("dir"), "-R", "--account", Fixtures.account]] {
+            let result = try sandbox.run(arguments)
+            #expect(result.status == 73, "\(arguments.joined(separator: " ")): \(result.status) \(result.err)")
+            #expect(result.err.contains("hard links"), "\(result.err)")
+            #expect(try sandbox.read(first) == plain && sandbox.read(second) == plain)
+            var after = stat()
+            #expect(lstat(first, &after) == 0 && after.st_ino == before.st_ino && after.st_nlink == 2)
+        }
+        // Encrypting a copy is the way out, and a file with one link is encrypted as before.
+        let copy = sandbox.path("copy.enc")
+        #expect(try sandbox.run(["encrypt", first, "--account", Fixtures.account, "-o", copy]).status == 0)
+        #expect(unlink(second) == 0)
+        #expect(try sandbox.run(["encrypt", first, "--account", Fixtures.account]).status == 0)
+        #expect(try sandbox.read(first) != plain)
+        #expect(try sandbox.run(["decrypt", copy, "-o", "-"]).stdout == plain)
+    }
+}
