@@ -1,5 +1,9 @@
 import Foundation
 
+if let problem = RawArguments.invalidUTF8(argc: CommandLine.argc, argv: CommandLine.unsafeArgv) {
+    Output.error(problem)
+    exit(ExitCode.usage)
+}
 let arguments = Array(CommandLine.arguments.dropFirst())
 if InheritedDescriptors.startsDaemon(arguments) {
     InheritedDescriptors.closeAll()

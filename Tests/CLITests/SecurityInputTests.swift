@@ -88,4 +88,56 @@ struct SecurityInputTests {
             #expect(result.stderr.count < 1000, "\(arguments[0].prefix(10)): \(result.stderr.count) bytes of stderr")
         }
     }
+
+    /// Runs `script` under bash in the sandbox root with `$MAMFS`, `$STATE` and `$ACCOUNT` set,
+    /// so names built with printf reach mamfs's argv as raw bytes (runProcess takes Strings).
+    func bash(_ sandbox: Sandbox, _ script: String) throws -> RunResult {
+        var env = sandbox.environment
+        env["MAMFS"] = MamfsLocator.path
+        env["STATE"] = sandbox.state
+        env["ACCOUNT"] = Fixtures.account
+        return try runProcess("/bin/bash", ["-c", "cd \"$1\" && " + script, "-", sandbox.root],
+                              stdin: Data(), environment: env)
+    }
+
+    @Test("a path argument that is not UTF-8 is refused (64) and no file, not even its lossy twin, changes",
+          arguments: [
+              #""$MAMFS" encrypt "$(printf 'x\xff')" --account "$ACCOUNT" --state "$STATE""#,
+              #""$MAMFS" encrypt "$(printf 'x\xef\xbf\xbd')" --account "$ACCOUNT" -o "$(printf 'x\xff')" --state "$STATE""#,
+              #""$MAMFS" protect "$(printf 'x\xff')" --account "$ACCOUNT" --state "$STATE""#,
+              #""$MAMFS" info "$(printf 'x\xff')" --state "$STATE""#,
+              #""$MAMFS" decrypt "$(printf 'x\xff')" -o copy --state "$STATE""#,
+              #""$MAMFS" decrypt "$(printf 'x\xef\xbf\xbd')" -o "$(printf 'x\xff')" --state "$STATE""#,
+              #""$MAMFS" accounts --state "$(printf 'st\xff')""#,
+          ])
+    func nonUTF8ArgumentIsRefused(_ script: String) throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let made = try bash(sandbox, #"printf 'INTENDED\n' > "$(printf 'x\xff')"; printf 'OTHER\n' > "$(printf 'x\xef\xbf\xbd')"; ln -s state "$(printf 'st\xff')"; ln -s state "$(printf 'st\xef\xbf\xbd')""#)
+        #expect(made.status == 0, "\(made.err)")
+        let result = try bash(sandbox, script)
+        #expect(result.status == 64, "\(result.status) \(result.err)")
+        #expect(result.err.contains("is not valid UTF-8"), "\(result.err)")
+        #expect(result.err.contains("\\xff"), "\(result.err)")
+        #expect(result.errLines.count <= 2, "\(result.err)")
+        let contents = try bash(sandbox, #"cat "$(printf 'x\xff')"; cat "$(printf 'x\xef\xbf\xbd')"; ls"#)
+        #expect(contents.out.hasPrefix("INTENDED\nOTHER\n"), "\(contents.out)")
+        #expect(!sandbox.exists(sandbox.path("copy")))
+    }
+
+    @Test("a state or passphrase path in the environment that is not UTF-8 is refused (64)",
+          arguments: ["MAMFS_STATE", "MAMFS_PASSPHRASE_FILE", "XDG_DATA_HOME", "HOME"])
+    func nonUTF8EnvironmentPathIsRefused(_ variable: String) throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let made = try bash(sandbox, #"printf 'INTENDED\n' > "$(printf 'x\xff')"; printf 'OTHER\n' > "$(printf 'x\xef\xbf\xbd')""#)
+        #expect(made.status == 0, "\(made.err)")
+        let value = variable == "MAMFS_PASSPHRASE_FILE" || variable == "MAMFS_STATE" ? "$PWD/st" : "$PWD/h"
+        let result = try bash(sandbox, "\(variable)=\"\(value)$(printf '\\xff')\" \"$MAMFS\" encrypt \"$(printf 'x\\xef\\xbf\\xbd')\" --account \"$ACCOUNT\" --state \"$STATE\"")
+        #expect(result.status == 64, "\(variable): \(result.status) \(result.err)")
+        #expect(result.err.contains(variable), "\(result.err)")
+        #expect(result.err.contains("is not valid UTF-8"), "\(result.err)")
+        let contents = try bash(sandbox, #"cat "$(printf 'x\xef\xbf\xbd')""#)
+        #expect(contents.out == "OTHER\n", "\(contents.out)")
+    }
 }

@@ -31,24 +31,62 @@ struct SecurityStateTests {
         #expect(!sandbox.exists(sandbox.state + "/state.db"))
     }
 
-    @Test("a state directory or master key others can write, or owned by another user, is refused (77)",
-          arguments: ["dir-0777", "dir-0770", "key-0666", "key-0620", "dir-owner", "key-owner"])
+    @Test("a state directory, master key or database file others can read the key of or write, or owned by another user, is refused (77)",
+          arguments: ["dir-0777", "dir-0770", "key-0666", "key-0620", "dir-owner", "key-owner",
+                      "key-0644", "key-0640", "key-0604",
+                      "db-0666", "db-0660", "db-0602", "db-owner",
+                      "wal-0666", "wal-owner", "shm-0620", "shm-owner"])
     func openRefusesUnsafeState(_ change: String) throws {
         let sandbox = try Sandbox()
         try sandbox.initAndEnroll()
         let key = sandbox.state + "/master.key"
-        switch change {
-        case "dir-0777": #expect(chmod(sandbox.state, 0o777) == 0)
-        case "dir-0770": #expect(chmod(sandbox.state, 0o770) == 0)
-        case "key-0666": #expect(chmod(key, 0o666) == 0)
-        case "key-0620": #expect(chmod(key, 0o620) == 0)
-        case "dir-owner": #expect(chown(sandbox.state, 65534, 65534) == 0)
-        default: #expect(chown(key, 65534, 65534) == 0)
+        let parts = change.split(separator: "-").map(String.init)
+        let file: String
+        let named: String
+        switch parts[0] {
+        case "dir": (file, named) = (sandbox.state, "state directory")
+        case "key": (file, named) = (key, "master key")
+        case "db": (file, named) = (sandbox.state + "/state.db", "state.db")
+        case "wal": (file, named) = (sandbox.state + "/state.db-wal", "state.db-wal")
+        default: (file, named) = (sandbox.state + "/state.db-shm", "state.db-shm")
+        }
+        if !sandbox.exists(file) {
+            // SQLite removes -wal and -shm when the last connection closes; a leftover one
+            // (a crashed or running mount) is what another user could plant or edit.
+            #expect(FileManager.default.createFile(atPath: file, contents: Data(), attributes: [.posixPermissions: 0o600]))
+        }
+        if parts[1] == "owner" {
+            #expect(chown(file, 65534, 65534) == 0)
+        } else {
+            #expect(chmod(file, mode_t(parts[1], radix: 8) ?? 0o777) == 0)
         }
         let result = try sandbox.run(["accounts"])
         #expect(result.status == 77, "\(change): \(result.status) \(result.err)")
-        #expect(result.err.contains(change.hasPrefix("dir") ? "state directory" : "master key"), "\(result.err)")
-        #expect(result.errLines.count == 1)
+        #expect(result.err.contains(named), "\(result.err)")
+        #expect(result.err.contains(parts[1] == "owner" ? "owned by another user" : "mode \(parts[1])"), "\(result.err)")
+        #expect(result.errLines.count == 1, "\(result.err)")
+    }
+
+    @Test("init under any umask gives state files that are 0600 and pass the checks",
+          arguments: ["000", "022", "077"])
+    func initUnderAnyUmaskGivesSafeState(_ umask: String) throws {
+        let sandbox = try Sandbox()
+        var env = sandbox.environment
+        env["MAMFS"] = MamfsLocator.path
+        env["STATE"] = sandbox.state
+        let made = try runProcess("/bin/bash", ["-c", "umask \(umask); \"$MAMFS\" init --state \"$STATE\""],
+                                  stdin: Data(), environment: env)
+        #expect(made.status == 0, "\(made.err)")
+        for name in ["master.key", "state.db"] {
+            #expect(mode(sandbox.state + "/" + name) == 0o600, "\(name): \(String(mode(sandbox.state + "/" + name), radix: 8))")
+        }
+        let policy = try sandbox.write("policy.json", Fixtures.encryptingPolicy)
+        let enrolled = try runProcess("/bin/bash", ["-c", "umask \(umask); \"$MAMFS\" enroll \(Fixtures.account) --policy \"$1\" --state \"$STATE\"", "-", policy],
+                                      stdin: Data(), environment: env)
+        #expect(enrolled.status == 0, "\(enrolled.err)")
+        let listed = try sandbox.run(["accounts"])
+        #expect(listed.status == 0, "\(listed.err)")
+        #expect(listed.out.contains(Fixtures.account), "\(listed.out)")
     }
 
     @Test("a state directory another user cannot read reports permission denied (77), not a missing state")

@@ -6,9 +6,12 @@ import Foundation
 extension StateDirectory {
     /// Checks an existing state directory before its database is opened.
     /// - Throws: `.system(errno: EACCES)` ("permission denied", exit 77) when this user cannot
-    ///   read the directory or its database; `.system(errno: EPERM)` (exit 77) when the directory
-    ///   or `master.key` is owned by another user or writable by group or others. A missing
-    ///   directory is not an error here (opening then reports that there is no state).
+    ///   read the directory or its database; `.system(errno: EPERM)` (exit 77) when the directory,
+    ///   `state.db`, `state.db-wal` or `state.db-shm` is owned by another user or writable by
+    ///   group or others, or `master.key` is owned by another user or readable or writable by
+    ///   group or others. A missing directory is not an error here (opening then reports that
+    ///   there is no state); missing `-wal`/`-shm` files are normal (SQLite makes them with the
+    ///   database's mode).
     public func requireSafeToOpen() throws {
         let path = url.path
         var st = stat()
@@ -23,13 +26,21 @@ extension StateDirectory {
         if stat(databaseURL.path, &database) != 0, errno != ENOENT {
             throw MAMError.system("cannot read the mamfs state database \(databaseURL.path)", errno: errno)
         }
-        try Self.requireOwnedAndPrivate(st, what: "state directory", path: path, fix: "chmod 700")
+        try Self.requireOwned(st, what: "state directory", path: path)
+        try Self.requireMode(st, without: 0o022, what: "state directory", path: path, harm: "written", fix: "chmod 700")
+        for file in [databaseURL.path, databaseURL.path + "-wal", databaseURL.path + "-shm"] {
+            var entry = stat()
+            guard stat(file, &entry) == 0 else { continue }
+            try Self.requireOwned(entry, what: "state database file", path: file)
+            try Self.requireMode(entry, without: 0o022, what: "state database file", path: file, harm: "written", fix: "chmod 600")
+        }
         var key = stat()
         if lstat(masterKeyURL.path, &key) == 0 {
             guard (key.st_mode & S_IFMT) == S_IFREG else {
                 throw MAMError.system("the master key \(masterKeyURL.path) is not a regular file; refusing to use it", errno: EPERM)
             }
-            try Self.requireOwnedAndPrivate(key, what: "master key", path: masterKeyURL.path, fix: "chmod 600")
+            try Self.requireOwned(key, what: "master key", path: masterKeyURL.path)
+            try Self.requireMode(key, without: 0o077, what: "master key", path: masterKeyURL.path, harm: "read or written", fix: "chmod 600")
         }
     }
 
@@ -55,13 +66,20 @@ extension StateDirectory {
         return mode
     }
 
-    private static func requireOwnedAndPrivate(_ st: stat, what: String, path: String, fix: String) throws {
+    private static func requireOwned(_ st: stat, what: String, path: String) throws {
         guard st.st_uid == geteuid() else {
             throw MAMError.system("the \(what) \(path) is owned by another user (uid \(st.st_uid)); refusing to use it", errno: EPERM)
         }
+    }
+
+    /// Refuses `st` when its mode has any bit of `forbidden` (group/others bits).
+    private static func requireMode(_ st: stat, without forbidden: mode_t, what: String, path: String,
+                                    harm: String, fix: String) throws {
         let mode = st.st_mode & 0o7777
-        guard mode & 0o022 == 0 else {
-            throw MAMError.system("the \(what) \(path) can be written by other users (mode \(String(mode, radix: 8))); refusing to use it (\(fix) \(path))", errno: EPERM)
+        guard mode & forbidden == 0 else {
+            let octal = String(mode, radix: 8)
+            let shown = String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+            throw MAMError.system("the \(what) \(path) can be \(harm) by other users (mode \(shown)); refusing to use it (\(fix) \(path))", errno: EPERM)
         }
     }
 }
