@@ -34,14 +34,16 @@ import MAMProtection
 /// symlink inside the remote is ever followed (enumerating, reading or writing through one
 /// fails: the item is not found); symlinks are listed as symlink items, their target read
 /// with `readlinkat`. Names are kept as their exact bytes; a name that is not valid UTF-8 is
-/// left out of the listing and logged. FIFOs, sockets and devices are not listed, and a file
+/// left out of the listing and logged, and so is `.mamfs-provider` at the root (the name of
+/// the provider's own metadata directory, `ProviderLayout.metadataDirectoryName`). FIFOs, sockets and devices are not listed, and a file
 /// replaced by one is refused on read without blocking.
 public struct LocalDirectoryRemote: RemoteStore {
     /// Absolute, standardized root path.
     public let root: String
     /// When true every write throws `.readOnly` (a read-only share).
     public let readOnly: Bool
-    /// Receives one line per remote entry that is skipped (a name that is not valid UTF-8).
+    /// Receives one line per remote entry that is skipped (a name that is not valid UTF-8, or
+    /// `.mamfs-provider` at the root).
     public let log: @Sendable (String) -> Void
 
     /// - Parameters:
@@ -92,6 +94,10 @@ public struct LocalDirectoryRemote: RemoteStore {
         var items: [RemoteItem] = []
         for name in names {
             if FileSystem.isTemporaryName(name) { continue }
+            if container == .rootContainer && ProviderBinding.isReservedTopName(name) {
+                log("remote \(root): skipped '\(name)': the name is reserved for the provider's own files")
+                continue
+            }
             let relative = container == .rootContainer ? name : container.rawValue + "/" + name
             guard let st = tree.lstat(relative), let item = makeItem(relative: relative, st: st, tree: tree) else { continue }
             items.append(item)

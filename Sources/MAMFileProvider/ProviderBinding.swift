@@ -64,7 +64,8 @@ final class ProviderBinding: @unchecked Sendable {
 
     /// The local path (relative) for each remote item, built from the remote tree: the local
     /// tree mirrors the remote one. Items whose parent is unknown, and items whose name could
-    /// not be one directory entry ("", ".", "..", a "/" or NUL in it), are left out.
+    /// not be one directory entry ("", ".", "..", a "/" or NUL in it), are left out, and so is
+    /// a top-level item named `.mamfs-provider` (it would land in the provider's own files).
     static func localPaths(of items: [RemoteItem]) -> [ItemIdentifier: String] {
         var paths: [ItemIdentifier: String] = [.rootContainer: ""]
         var pending = items
@@ -74,6 +75,7 @@ final class ProviderBinding: @unchecked Sendable {
             var next: [RemoteItem] = []
             for item in pending {
                 guard isPlainName(item.filename) else { continue }
+                if item.parentIdentifier == .rootContainer && isReservedTopName(item.filename) { continue }
                 if let parent = paths[item.parentIdentifier] {
                     paths[item.identifier] = parent.isEmpty ? item.filename : parent + "/" + item.filename
                     progress = true
@@ -91,5 +93,11 @@ final class ProviderBinding: @unchecked Sendable {
     static func isPlainName(_ name: String) -> Bool {
         !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(0x2F) && !name.utf8.contains(0)
             && name.utf8.count <= 255
+    }
+
+    /// True for `.mamfs-provider` (`ProviderLayout.metadataDirectoryName`, exact bytes): at the
+    /// top of the local root that name is the provider's own, never a remote item's.
+    static func isReservedTopName(_ name: String) -> Bool {
+        ExactName.equal(name, ProviderLayout.metadataDirectoryName)
     }
 }

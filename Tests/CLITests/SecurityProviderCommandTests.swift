@@ -170,4 +170,33 @@ struct SecurityProviderCommandTests {
         #expect(names == ["good.txt"], "local names: \(names)")
         #expect(!names.contains { $0.unicodeScalars.contains("\u{FFFD}") }, "a lossy name was created")
     }
+
+    @Test("provider sync: a remote .mamfs-provider is skipped (named on stderr, exit 0); the replica's .mamfs-provider holds only the provider's files and is not uploaded")
+    func remoteMetadataDirectory() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let remote = sandbox.path("remote")
+        let local = sandbox.path("local")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        try sandbox.write("remote/.mamfs-provider/evil", "evil\n")
+        try sandbox.write("remote/.mamfs-provider/tmp/x", "x\n")
+        try sandbox.write("remote/real.txt", "real\n")
+        let sync = ["provider", "sync", local, "--remote", remote, "--account", Fixtures.upn]
+        for pass in 1...2 {
+            let result = try sandbox.run(sync)
+            #expect(result.status == 0, "pass \(pass): \(result.err)")
+            #expect(result.err.contains("skipped '.mamfs-provider'"), "pass \(pass): the skip is not reported: \(result.err)")
+            let own: Set<String> = ["provider.db", "provider.db-wal", "provider.db-shm", "sync.lock", "tmp"]
+            let names = try FileManager.default.contentsOfDirectory(atPath: local + "/.mamfs-provider")
+            #expect(names.allSatisfy(own.contains), "pass \(pass): foreign entries: \(names)")
+            let tmp = try FileManager.default.contentsOfDirectory(atPath: local + "/.mamfs-provider/tmp")
+            #expect(tmp.allSatisfy { $0.hasPrefix("s-") }, "pass \(pass): foreign entries in tmp: \(tmp)")
+        }
+        #expect(try sandbox.read(local + "/.mamfs-provider/provider.db").prefix(16) == Data("SQLite format 3\0".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: remote + "/.mamfs-provider").sorted() == ["evil", "tmp"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: remote + "/.mamfs-provider/tmp") == ["x"])
+        #expect(try sandbox.read(remote + "/.mamfs-provider/evil") == Data("evil\n".utf8))
+        let status = try sandbox.run(["provider", "status", local + "/real.txt"])
+        #expect(status.status == 0, "\(status.err)")
+    }
 }

@@ -166,6 +166,29 @@ struct SecurityProviderMountTests {
         #expect(try m.backingHeader("caf\u{00E9}/inner.txt")?.isEncrypted == true)
     }
 
+    @Test("non-replicated mount: a remote .mamfs-provider is skipped with a line in the mount's log; BACKING/.mamfs-provider holds only the provider's files")
+    func remoteMetadataDirectoryThroughMount() throws {
+        let first = try ProviderMount("non-replicated", encrypt: true)
+        defer { first.close() }
+        try FileManager.default.createDirectory(atPath: first.remote + "/.mamfs-provider/tmp", withIntermediateDirectories: true)
+        try Data("evil\n".utf8).write(to: URL(fileURLWithPath: first.remote + "/.mamfs-provider/evil3"))
+        try Data("x\n".utf8).write(to: URL(fileURLWithPath: first.remote + "/.mamfs-provider/tmp/x"))
+        first.close()
+        let m = try ProviderMount(reopening: first)
+        defer { m.close() }
+        let listing = try m.sh("ls -la \"$M\" >/dev/null && echo listed")
+        #expect(listing.out == "listed\n", "\(listing.err)")
+        let own: Set<String> = ["provider.db", "provider.db-wal", "provider.db-shm", "sync.lock", "tmp"]
+        let names = try FileManager.default.contentsOfDirectory(atPath: m.backing + "/.mamfs-provider")
+        #expect(names.allSatisfy(own.contains), "foreign entries in BACKING/.mamfs-provider: \(names)")
+        let tmp = try FileManager.default.contentsOfDirectory(atPath: m.backing + "/.mamfs-provider/tmp")
+        #expect(tmp.allSatisfy { $0.hasPrefix("s-") }, "foreign entries in BACKING/.mamfs-provider/tmp: \(tmp)")
+        #expect(m.read(m.backing + "/.mamfs-provider/provider.db")?.prefix(16) == Data("SQLite format 3\0".utf8))
+        let log = (try? String(contentsOfFile: m.log, encoding: .utf8)) ?? ""
+        #expect(log.contains("skipped '.mamfs-provider'"), "the mount's log does not name the skipped item")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: m.remote + "/.mamfs-provider").sorted() == ["evil3", "tmp"])
+    }
+
     @Test("non-replicated mount: a remote file that became a FIFO does not block the mount; other files open and the FIFO never appears")
     func remoteFIFODoesNotBlock() throws {
         let first = try ProviderMount("non-replicated", encrypt: true)

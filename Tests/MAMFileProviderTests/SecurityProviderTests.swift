@@ -133,6 +133,85 @@ struct SecurityProviderTests {
         f.expectRemotePlain()
     }
 
+    /// A remote that holds its own `.mamfs-provider` (a file and a `tmp/x`) next to a real file,
+    /// read through a store whose skipped-entry log is captured.
+    private func metadataNameRemote(_ f: ProviderFixture) throws -> (LocalDirectoryRemote, LogLines) {
+        try f.writeRemote("real.txt", Array("real\n".utf8))
+        guard mkdir(f.remotePath(".mamfs-provider"), 0o755) == 0, mkdir(f.remotePath(".mamfs-provider/tmp"), 0o755) == 0 else {
+            throw MAMError.fromErrno("mkdir")
+        }
+        try f.writeRemote(".mamfs-provider/evil", Array("evil\n".utf8))
+        try f.writeRemote(".mamfs-provider/tmp/x", Array("x\n".utf8))
+        let lines = LogLines()
+        return (LocalDirectoryRemote(root: f.remoteRoot, log: { lines.append($0) }), lines)
+    }
+
+    /// What the provider itself keeps in `.mamfs-provider`: the database (with its WAL files),
+    /// the lock and the tmp directory with session directories only.
+    private func expectOnlyProviderFiles(_ f: ProviderFixture, sourceLocation: SourceLocation = #_sourceLocation) {
+        let metadata = f.localPath(".mamfs-provider")
+        let names = rawNames(metadata).map { String(decoding: $0, as: UTF8.self) }
+        let own: Set<String> = ["provider.db", "provider.db-wal", "provider.db-shm", "sync.lock", "tmp"]
+        #expect(names.allSatisfy(own.contains), "foreign entries in .mamfs-provider: \(names)", sourceLocation: sourceLocation)
+        let tmp = rawNames(metadata + "/tmp").map { String(decoding: $0, as: UTF8.self) }
+        #expect(tmp.allSatisfy { $0.hasPrefix("s-") }, "foreign entries in .mamfs-provider/tmp: \(tmp)", sourceLocation: sourceLocation)
+        #expect(!f.exists(metadata + "/evil") && !f.exists(metadata + "/tmp/x"), sourceLocation: sourceLocation)
+        #expect((try? ProviderDatabase(layout: ProviderLayout(root: f.localRoot), create: false).configuration()) != nil,
+                "provider.db is not the provider's database any more", sourceLocation: sourceLocation)
+    }
+
+    @Test("replicated sync: a remote .mamfs-provider is skipped with a log line, never written into the local metadata directory")
+    func replicatedRemoteMetadataName() throws {
+        let f = try ProviderFixture()
+        let (remote, lines) = try metadataNameRemote(f)
+        try f.writeLocalProtected("mine.txt", Array("mine\n".utf8))
+        let report = try f.replicated(remote: remote).syncOnce()
+        #expect(report.errors.isEmpty && report.complete, "the skip became an item error: \(report.errors)")
+        expectOnlyProviderFiles(f)
+        #expect(try f.plaintext(f.localPath("real.txt")) == Array("real\n".utf8))
+        #expect(lines.all.contains { $0.contains("skipped '.mamfs-provider'") }, "no log line names the skipped item: \(lines.all)")
+        // The local metadata directory is never uploaded; the remote's own one is left as it was.
+        #expect(rawNames(f.remotePath(".mamfs-provider")) == [Array("evil".utf8), Array("tmp".utf8)])
+        #expect(rawNames(f.remotePath(".mamfs-provider/tmp")) == [Array("x".utf8)])
+        #expect(try f.read(f.remotePath(".mamfs-provider/evil")) == Array("evil\n".utf8))
+        #expect(f.exists(f.remotePath("mine.txt")), "the local file was not uploaded: \(report.errors)")
+        // A second pass is clean too.
+        let again = try f.replicated(remote: remote).syncOnce()
+        #expect(again.errors.isEmpty, "\(again.errors)")
+        expectOnlyProviderFiles(f)
+    }
+
+    @Test("non-replicated placeholders: a remote .mamfs-provider is skipped with a log line, no placeholder lands in the local metadata directory")
+    func nonReplicatedRemoteMetadataName() throws {
+        let f = try ProviderFixture()
+        let (remote, lines) = try metadataNameRemote(f)
+        let provider = try f.nonReplicated(remote: remote)
+        let report = try provider.createPlaceholders()
+        #expect(report.errors.isEmpty, "the skip became an item error: \(report.errors)")
+        expectOnlyProviderFiles(f)
+        #expect(NonReplicatedProvider.placeholderInfo(localPath: f.localPath("real.txt")) != nil)
+        #expect(lines.all.contains { $0.contains("skipped '.mamfs-provider'") }, "no log line names the skipped item: \(lines.all)")
+        _ = try provider.uploadPendingChanges()
+        #expect(!f.exists(f.remotePath(".mamfs-provider/provider.db")), "the local metadata directory was uploaded")
+    }
+
+    @Test("both providers leave out a root item named .mamfs-provider from any remote store")
+    func providersLeaveOutMetadataName() {
+        func item(_ id: String, _ parent: ItemIdentifier, _ name: String, _ type: ItemType) -> RemoteItem {
+            RemoteItem(identifier: ItemIdentifier(id), parentIdentifier: parent, filename: name, type: type, size: 0,
+                       version: ItemVersion(contentVersion: id, metadataVersion: id))
+        }
+        let items = [
+            item("m", .rootContainer, ".mamfs-provider", .directory),
+            item("m/evil", ItemIdentifier("m"), "evil", .file),
+            item("d", .rootContainer, "d", .directory),
+            item("d/.mamfs-provider", ItemIdentifier("d"), ".mamfs-provider", .file),
+        ]
+        let paths = ProviderBinding.localPaths(of: items)
+        #expect(paths[ItemIdentifier(rawValue: "m")] == nil && paths[ItemIdentifier(rawValue: "m/evil")] == nil)
+        #expect(paths[ItemIdentifier(rawValue: "d/.mamfs-provider")] == "d/.mamfs-provider")
+    }
+
     @Test("ItemIdentifier compares exact bytes: canonically equal names are different identifiers")
     func identifiersAreBytes() {
         #expect(ItemIdentifier(nfdName) != ItemIdentifier(nfcName))
@@ -358,4 +437,12 @@ final class SwappingRemote: RemoteStore, @unchecked Sendable {
     func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
         try inner.move(identifier, toParent: newParent, newName: newName)
     }
+}
+
+/// Log lines collected from a store's skipped-entry log.
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func append(_ line: String) { lock.lock(); lines.append(line); lock.unlock() }
+    var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
 }
