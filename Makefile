@@ -33,7 +33,7 @@ soak: deps
 	MAMFS_SOAK=1 MAMFS_BIN="$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" \
 	  $(SWIFT) test $(SWIFTPM_FLAGS) --filter '^RobustnessTests\.'
 
-# Benchmarks (issue 6, docs/PERFORMANCE.md): mamfs against raw, bindfs, gocryptfs and securefs in
+# Benchmarks (docs/PERFORMANCE.md): mamfs against raw, bindfs, gocryptfs and securefs in
 # one run; needs root. BENCH_FLAGS="--quick" for a short run, "--only mamfs-enc" for one mount.
 BENCH_PACKAGES := gocryptfs securefs bindfs fio
 BENCH_FLAGS ?=

@@ -6,38 +6,22 @@ import MAMProtection
 /// Request handlers for directories and special files: mkdir, mknod, symlink, readlink, link, unlink, rename, directory listing, statfs. Each answers its request exactly once.
 extension OverlayFilesystem {
     func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t) {
-        var made: MadeObject?
-        do {
-            let dir = try node(parent)
-            try checkVisibleName(dir, name)
-            let dirFD = try dir.descriptor()
-            guard mkdirat(dirFD, name, mode & 0o7777) == 0 else { throw FilesystemError.current() }
-            made = MadeObject(directoryFD: dirFD, name: name)
-            chownToCaller(req, dirFD: dirFD, name: name)
-            let (inode, st) = try lookupEntry(parent: dir, name: name)
-            replyMade(req, inode, st, made, dir: dir, name: name)
-        } catch {
-            made?.remove()
-            fail(req, error, path: table.inode(parent).flatMap { try? childPath($0, name) })
-        }
+        makeObject(req, parent, name) { dirFD in mkdirat(dirFD, name, mode & 0o7777) }
     }
 
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>, _ mode: mode_t, _ rdev: dev_t) {
+        guard (mode & S_IFMT) == S_IFREG else {
+            makeObject(req, parent, name) { dirFD in mknodat(dirFD, name, mode, rdev) }
+            return
+        }
+        // Regular files made by mknod are tagged like created ones.
         var made: MadeObject?
         do {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
-            if (mode & S_IFMT) == S_IFREG {
-                // Regular files made by mknod are tagged like created ones.
-                let created = try createTagged(req, dir: dir, name: name, mode: mode)
-                made = created.made
-                close(created.fd)
-            } else {
-                let dirFD = try dir.descriptor()
-                guard mknodat(dirFD, name, mode, rdev) == 0 else { throw FilesystemError.current() }
-                made = MadeObject(directoryFD: dirFD, name: name)
-                chownToCaller(req, dirFD: dirFD, name: name)
-            }
+            let created = try createTagged(req, dir: dir, name: name, mode: mode)
+            made = created.made
+            close(created.fd)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             replyMade(req, inode, st, made, dir: dir, name: name)
         } catch {
@@ -47,12 +31,20 @@ extension OverlayFilesystem {
     }
 
     func symlink(_ req: fuse_req_t?, _ target: UnsafePointer<CChar>, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>) {
+        makeObject(req, parent, name) { dirFD in symlinkat(target, dirFD, name) }
+    }
+
+    /// mkdir, mknod (not regular) and symlink: `make` creates `name` in the directory open as
+    /// its argument and returns 0 or -1 with errno; the object is given to the caller, looked
+    /// up and replied. On any failure after it was made, it is removed again (MadeObject).
+    private func makeObject(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>,
+                            _ make: (Int32) -> Int32) {
         var made: MadeObject?
         do {
             let dir = try node(parent)
             try checkVisibleName(dir, name)
             let dirFD = try dir.descriptor()
-            guard symlinkat(target, dirFD, name) == 0 else { throw FilesystemError.current() }
+            guard make(dirFD) == 0 else { throw FilesystemError.current() }
             made = MadeObject(directoryFD: dirFD, name: name)
             chownToCaller(req, dirFD: dirFD, name: name)
             let (inode, st) = try lookupEntry(parent: dir, name: name)

@@ -4,10 +4,10 @@ import MAMProtection
 /// A file-provider domain: one remote store seen by one account (mirrors
 /// `NSFileProviderDomain` with the MAM rule that a domain belongs to exactly one identity).
 ///
-/// MISSION rule "every item handed to the system is tagged with its owner's account"
+/// Rule "every item handed to the system is tagged with its owner's account"
 /// (`protectFileProviderItem(item, accountId)`) lives here, in `protectFileProviderItem`:
 /// the only way to make a `FileProviderItem` from a `RemoteItem`.
-/// MISSION rule "enumerations run under the account of the domain"
+/// Rule "enumerations run under the account of the domain"
 /// (`setAccountId(onFileProviderEnumerator)`) lives in `enumerator(for:)`.
 public struct FileProviderDomain: Sendable {
     /// Canonical accountId of the domain's account ("" = unmanaged).

@@ -3,10 +3,11 @@ import CSystem
 import Foundation
 import MAMProtection
 
-/// The file-provider rules of MISSION.md ("File provider rules"), each enforced here and
+/// The file-provider rules (encrypt on providing, decrypt to a copy and ask canReceiveSharedFile
+/// on import, plain copies only to the remote), each enforced here and
 /// nowhere else. Both providers and the commands call these; none of them decides on its own.
 ///
-/// | MISSION rule                                                          | function                      |
+/// | rule                                                                  | function                      |
 /// |-----------------------------------------------------------------------|-------------------------------|
 /// | providing / fetchContents: encrypt the copy handed out when the owner's policy says `shouldFileProviderEncryptFiles`; the cloud copy stays plain | `writeProvidedCopy` (decision: `shouldEncryptProvidedCopy`) |
 /// | importing / createItem / modifyItem: encrypted contents are decrypted to a copy path and the plain copy is uploaded | `plainCopyForUpload` |
@@ -17,7 +18,7 @@ public enum ProviderRules {
     /// Whether the copy of an item handed to the local side is encrypted: exactly when the
     /// owner's policy says `shouldFileProviderEncryptFiles` (false for unmanaged owners).
     ///
-    /// MISSION rule: "providing an item (on first open): if the owner's policy says
+    /// Rule: "providing an item (on first open): if the owner's policy says
     /// `shouldFileProviderEncryptFiles`, encrypt the local copy it hands out for the owner's
     /// account" — and the same for the replicated `fetchContents`.
     /// Mirrors `IntuneMAMPolicy shouldFileProviderEncryptFiles`.
@@ -60,7 +61,7 @@ public enum ProviderRules {
 
     /// Refuses an incoming file the receiving account may not receive.
     ///
-    /// MISSION rule: "importing a document ... ask the target owner's `canReceiveSharedFile`
+    /// Rule: "importing a document ... ask the target owner's `canReceiveSharedFile`
     /// first and refuse if it says no", and for the replicated `createItem`/`modifyItem`:
     /// "check the target owner's `canReceiveSharedFile`". Mirrors
     /// `IntuneMAMPolicy canReceiveSharedFile:` (owner from `protectionInfo`).
@@ -85,7 +86,7 @@ public enum ProviderRules {
     /// The local file is never changed. The copy is verified not to start with the
     /// protected-file magic, so ciphertext or a header can never reach the remote.
     ///
-    /// MISSION rule: "importing a document: if it is encrypted, decrypt it to a copy path and
+    /// Rule: "importing a document: if it is encrypted, decrypt it to a copy path and
     /// upload the copy" and "creating an item ... with contents (and modifying one): if the
     /// contents are encrypted, decrypt to a copy; ... upload the plain copy".
     ///

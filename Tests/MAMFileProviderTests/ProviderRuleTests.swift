@@ -3,7 +3,7 @@ import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
 
-/// One test per file-provider rule of MISSION.md (issue 4's test list), for both providers.
+/// One test per file-provider rule (see ProviderRules), for both providers.
 @Suite("File-provider rules")
 struct ProviderRuleTests {
     enum Case: String, CaseIterable, Sendable {
