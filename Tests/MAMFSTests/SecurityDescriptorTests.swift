@@ -47,16 +47,17 @@ struct SecurityDescriptorTests {
         print("saturation", first, second, len(handles), len(again), count(), file=sys.stderr)
         return handles, again
 
-    def free_one(handles, again):
-        # Close handles until the daemon holds exactly LIMIT - 1 descriptors. A lookup the kernel
-        # sends meanwhile may take the freed descriptor back (an evicted node reopened), so
-        # close another one when the count stays at LIMIT.
+    def free_one(handles, again, slack=0):
+        # Close handles until the daemon holds LIMIT - 1 descriptors (down to LIMIT - 1 - slack:
+        # a release may also let the cache close an idle descriptor). A lookup the kernel sends
+        # meanwhile may take the freed descriptor back (an evicted node reopened), so close
+        # another one when the count stays at LIMIT.
         deadline = time.time() + 30
         (again or handles).pop().close()
         last = time.time()
         while time.time() < deadline:
             n = count()
-            if n == LIMIT - 1:
+            if LIMIT - 1 - slack <= n <= LIMIT - 1:
                 return True
             if n >= LIMIT and time.time() - last > 1 and (again or handles):
                 (again or handles).pop().close()
@@ -374,7 +375,9 @@ struct SecurityDescriptorTests {
         # gets as far as choosing the owner.
         keep = open(M + "/d/e/u", "rb")
         handles, again = saturate()
-        print("one free", free_one(handles, again))
+        # One to three free: the walk that picks the owner may or may not get its descriptors;
+        # either way the file must not become plain under the mount's account.
+        print("one free", free_one(handles, again, slack=2))
         try:
             fd = os.open(M + "/d/e/u", os.O_WRONLY | os.O_TRUNC)
             os.write(fd, b"secret")
