@@ -406,36 +406,17 @@ struct SecurityProviderTests {
 
 /// A remote that runs `swap` once, when the first file read starts (a local change racing
 /// with the sync pass).
-final class SwappingRemote: RemoteStore, @unchecked Sendable {
-    let inner: LocalDirectoryRemote
-    private let lock = NSLock()
+final class SwappingRemote: ReadHookRemote, @unchecked Sendable {
     private let swap: () -> Void
     private(set) var swapped = false
 
     init(_ inner: LocalDirectoryRemote, swap: @escaping () -> Void) {
-        self.inner = inner
         self.swap = swap
+        super.init(inner)
     }
 
-    var location: String { inner.location }
-    func volumeIdentity() throws -> String? { try inner.volumeIdentity() }
-    func enumerate(container: ItemIdentifier) throws -> [RemoteItem] { try inner.enumerate(container: container) }
-    func item(_ identifier: ItemIdentifier) throws -> RemoteItem { try inner.item(identifier) }
-    func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
-        lock.lock()
+    override func beforeRead(_ count: Int) {
         if !swapped { swapped = true; swap() }
-        lock.unlock()
-        return try inner.readContents(of: identifier, into: destination)
-    }
-    func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem {
-        try inner.create(parent: parent, name: name, contents: contents)
-    }
-    func modify(_ identifier: ItemIdentifier, baseVersion: String, contentsURL: URL) throws -> RemoteItem {
-        try inner.modify(identifier, baseVersion: baseVersion, contentsURL: contentsURL)
-    }
-    func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws { try inner.delete(identifier, baseVersion: baseVersion) }
-    func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
-        try inner.move(identifier, toParent: newParent, newName: newName)
     }
 }
 

@@ -179,26 +179,17 @@ func randomBytes(_ count: Int, seed: UInt64 = 42) -> [UInt8] {
     }
 }
 
-/// A remote that disappears (its root is renamed away) when the `after`-th file read starts,
-/// like a network share unmounted in the middle of a sync. `restore()` brings it back.
-final class VanishingRemote: RemoteStore, @unchecked Sendable {
+/// A local-directory remote that calls `beforeRead(_:)` (with the read's 1-based count, under
+/// a lock) just before each file read: subclasses make something happen in the middle of a sync.
+class ReadHookRemote: RemoteStore, @unchecked Sendable {
     let inner: LocalDirectoryRemote
     private let lock = NSLock()
     private var reads = 0
-    private let after: Int
-    private(set) var vanished = false
 
-    init(_ inner: LocalDirectoryRemote, vanishAfterReads after: Int) {
-        self.inner = inner
-        self.after = after
-    }
+    init(_ inner: LocalDirectoryRemote) { self.inner = inner }
 
-    var hiddenPath: String { inner.root + ".gone" }
-
-    func restore() {
-        lock.lock(); defer { lock.unlock() }
-        if vanished { rename(hiddenPath, inner.root); vanished = false }
-    }
+    /// Runs before read number `count`; does nothing here.
+    func beforeRead(_ count: Int) {}
 
     var location: String { inner.location }
     func volumeIdentity() throws -> String? { try inner.volumeIdentity() }
@@ -207,10 +198,7 @@ final class VanishingRemote: RemoteStore, @unchecked Sendable {
     func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
         lock.lock()
         reads += 1
-        if reads == after && !vanished {
-            rename(inner.root, hiddenPath)
-            vanished = true
-        }
+        beforeRead(reads)
         lock.unlock()
         return try inner.readContents(of: identifier, into: destination)
     }
@@ -223,5 +211,36 @@ final class VanishingRemote: RemoteStore, @unchecked Sendable {
     func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws { try inner.delete(identifier, baseVersion: baseVersion) }
     func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
         try inner.move(identifier, toParent: newParent, newName: newName)
+    }
+}
+
+/// A remote that disappears (its root is renamed away) when the `after`-th file read starts,
+/// like a network share unmounted in the middle of a sync. `restore()` brings it back.
+final class VanishingRemote: ReadHookRemote, @unchecked Sendable {
+    private let stateLock = NSLock()
+    private let after: Int
+    private var _vanished = false
+    var vanished: Bool { stateLock.withLock { _vanished } }
+
+    init(_ inner: LocalDirectoryRemote, vanishAfterReads after: Int) {
+        self.after = after
+        super.init(inner)
+    }
+
+    var hiddenPath: String { inner.root + ".gone" }
+
+    override func beforeRead(_ count: Int) {
+        stateLock.withLock {
+            if count == after && !_vanished {
+                rename(inner.root, hiddenPath)
+                _vanished = true
+            }
+        }
+    }
+
+    func restore() {
+        stateLock.withLock {
+            if _vanished { rename(hiddenPath, inner.root); _vanished = false }
+        }
     }
 }
