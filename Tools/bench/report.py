@@ -68,7 +68,7 @@ def ratio(data, placement, metric, peer):
 
 
 def targets(data, results):
-    """(placement, description, value, met) for every target of issue 6."""
+    """(placement, description, value, met) for every performance target."""
     rows = []
     for placement in results["placements"]:
         def check(desc, metric, peer, limit, higher):
@@ -106,6 +106,34 @@ def targets(data, results):
             rows.append(("cpu 0", "(reference) cp of the same file, no cipher, vs openssl GCM 16 KiB, wall clock",
                          f"{100 * r:.0f}%", r >= 0.8))
     return rows
+
+
+def baseline_section(results, data):
+    """With --baseline: each mamfs mount against the same mount of the baseline binary."""
+    pairs = [(new, old) for new, old in (("mamfs-enc", "base-enc"), ("mamfs-plain", "base-plain"))
+             if new in results["mounts"] and old in results["mounts"]]
+    if not pairs:
+        return []
+    out = [f"## Against the baseline binary ({results.get('baseline')})\n",
+           "Median of this binary / median of the baseline, same run and placement (> 1 is better for rates, "
+           "< 1 is better for times, CPU and RSS):\n"]
+    columns = [(placement, new, old) for placement in results["placements"] for new, old in pairs]
+    out.append("| workload | " + " | ".join(f"{new} / {old} ({placement})" for placement, new, old in columns) + " |")
+    out.append("|---|" + "---|" * len(columns))
+    for metric, (label, _, _) in METRICS.items():
+        rs = []
+        for placement, new, old in columns:
+            a, b = med(data.get((placement, new, metric), [])), med(data.get((placement, old, metric), []))
+            rs.append(None if a is None or not b else a / b)
+        if any(r is not None for r in rs):
+            out.append(f"| {label} | " + " | ".join("-" if r is None else f"{r:.2f}" for r in rs) + " |")
+    cli, base = results.get("cli", []), results.get("cli_base", [])
+    if cli and base:
+        for label, key in (("CLI encrypt, wall MB/s", "cli_encrypt_MBps"), ("CLI decrypt, wall MB/s", "cli_decrypt_MBps")):
+            a, b = med([c[key] for c in cli]), med([c[key] for c in base])
+            out.append(f"| {label} | {a / b:.2f} (cpu 0) |" + " |" * (len(columns) - 1))
+    out.append("")
+    return out
 
 
 def write_report(results, data, path):
@@ -162,7 +190,8 @@ def write_report(results, data, path):
         out.append(f"| openssl speed -evp aes-256-gcm, 16 KiB | - | - | {cell([c['openssl_gcm16k_MBps'] for c in cli])} |")
         out.append(f"| openssl speed -evp aes-256-gcm, 4 KiB | - | - | {cell([c['openssl_gcm4k_MBps'] for c in cli])} |")
         out.append("")
-    out.append("## Targets (issue 6)\n")
+    out.extend(baseline_section(results, data))
+    out.append("## Targets\n")
     out.append("| placement | target | value | met |")
     out.append("|---|---|---|---|")
     for placement, desc, value, met in targets(data, results):
@@ -196,7 +225,8 @@ def write_chart(results, data, path):
         return
     fig, axes = plt.subplots(rows, len(placements), figsize=(6 * len(placements), 2.2 * rows), squeeze=False)
     colors = {"raw": "#888888", "bindfs": "#4c72b0", "gocryptfs": "#dd8452", "securefs": "#55a868",
-              "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2"}
+              "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2",
+              "base-enc": "#e8a0a2", "base-plain": "#c0b8d8"}
     for row, metric in enumerate(metrics):
         label, unit, higher = METRICS[metric]
         for col, placement in enumerate(placements):

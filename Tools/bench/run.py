@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""mamfs against its peers, side by side in one run (issue 6, docs/PERFORMANCE.md).
+"""mamfs against its peers, side by side in one run (docs/PERFORMANCE.md).
 
 Mounts, all backed by directories under one work directory on the same disk:
   raw          the backing directory itself (no FUSE)
@@ -8,6 +8,8 @@ Mounts, all backed by directories under one work directory on the same disk:
   securefs     encrypting, libfuse 2
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
+  base-enc     with --baseline PATH: mamfs-enc of another mamfs binary (an earlier commit)
+  base-plain   with --baseline PATH: mamfs-plain of that binary
 
 Every daemon runs in the foreground under this script (its PID is known, so its CPU time and
 peak RSS come from /proc/PID) and is pinned with taskset, once per placement
@@ -24,7 +26,7 @@ Rounds are interleaved (round 1: every placement and mount, round 2: ...). Workl
 Outputs bench-results/results.json, report.md and chart.png (report.py). Every mount is
 unmounted and every daemon stopped on exit, also on failure or Ctrl-C.
 
-usage: Tools/bench/run.py [--quick] [--rounds N] [--only NAME[,NAME]] [--mamfs PATH]
+usage: Tools/bench/run.py [--quick] [--rounds N] [--only NAME[,NAME]] [--mamfs PATH] [--baseline PATH]
                           [--workloads seq,small,fio,smallw,cli] [--placements same,split]
 """
 import argparse
@@ -48,6 +50,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
 MOUNTS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-enc", "mamfs-plain"]
+BASELINE_MOUNTS = {"base-enc": "mamfs-enc", "base-plain": "mamfs-plain"}  # mount -> the mamfs kind it runs
 PLACEMENTS = {"same": 0, "split": 1}  # placement -> daemon CPU; the client is always on CPU 0
 CLIENT = ["taskset", "-c", "0"]
 PASSPHRASE = "benchmark-passphrase"
@@ -143,7 +146,7 @@ class Mount:
             run([self.mamfs, "init", "--state", state], stdout=subprocess.DEVNULL)
             run([self.mamfs, "enroll", ACCOUNT_ID, "--upn", UPN, "--policy",
                  os.path.join(REPO, "Tools/demo/policy-encrypt.json"), "--state", state], stdout=subprocess.DEVNULL)
-            account = ["--account", UPN] if self.name == "mamfs-enc" else []
+            account = ["--account", UPN] if BASELINE_MOUNTS.get(self.name, self.name) == "mamfs-enc" else []
             cmd = pin + [self.mamfs, "mount", self.backing, self.mountpoint, "-f", "--state", state] + account
         self.log_file = open(os.path.join(self.base, "daemon.log"), "w")
         # Own process group: a Ctrl-C at the terminal reaches this script, which unmounts first.
@@ -351,6 +354,8 @@ def main():
     ap.add_argument("--placements", default="same,split")
     ap.add_argument("--workloads", default="seq,small,fio,smallw,cli")
     ap.add_argument("--mamfs", help="release mamfs binary (default: build it)")
+    ap.add_argument("--baseline", help="a second release mamfs binary (e.g. of an earlier commit), "
+                    "run as base-enc and base-plain beside the others, and in the CLI workload")
     ap.add_argument("--out", default=os.path.join(REPO, "bench-results"))
     ap.add_argument("--workdir", default="/var/tmp", help="where the backing directories go (one disk)")
     args = ap.parse_args()
@@ -359,16 +364,20 @@ def main():
     cfg = dict(QUICK if args.quick else FULL)
     if args.rounds:
         cfg["rounds"] = args.rounds
-    mounts = args.only.split(",") if args.only else MOUNTS
-    unknown = set(mounts) - set(MOUNTS)
+    known = MOUNTS + (list(BASELINE_MOUNTS) if args.baseline else [])
+    mounts = args.only.split(",") if args.only else known
+    unknown = set(mounts) - set(known)
     if unknown:
-        sys.exit(f"unknown mount(s) {','.join(sorted(unknown))}; choose from {','.join(MOUNTS)}")
+        sys.exit(f"unknown mount(s) {','.join(sorted(unknown))}; choose from {','.join(known)}")
     placements = args.placements.split(",")
     workloads = args.workloads.split(",")
     for tool in ["taskset", "fio", "gocryptfs", "securefs", "bindfs", "openssl", "dd", "tar"]:
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (make bench installs the Debian packages)")
     mamfs = os.path.abspath(args.mamfs) if args.mamfs else build_mamfs()
+    baseline = os.path.abspath(args.baseline) if args.baseline else None
+    if baseline and not os.access(baseline, os.X_OK):
+        sys.exit(f"--baseline {args.baseline}: not an executable file")
     os.makedirs(args.out, exist_ok=True)
 
     host = machine(args.workdir)
@@ -393,15 +402,15 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     results = dict(started=datetime.datetime.now().isoformat(timespec="seconds"), quick=args.quick, config=cfg,
-                   machine=host, mamfs=mamfs, mounts=mounts, placements=placements, samples=[],
-                   daemon=[], cli=[], loadavg=[])
+                   machine=host, mamfs=mamfs, baseline=baseline, mounts=mounts, placements=placements, samples=[],
+                   daemon=[], cli=[], cli_base=[], loadavg=[])
     try:
         tarball = os.path.join(root, "tree.tar")
         if "small" in workloads:
             make_tree_tarball(tarball, cfg["files"], cfg["dirs"])
         for placement in placements:
             for name in mounts:
-                m = Mount(name, placement, root, mamfs)
+                m = Mount(name, placement, root, baseline if name in BASELINE_MOUNTS else mamfs)
                 active.append(m)
                 m.start()
         log(f"mounted {len(active)} filesystems under {root}; load {loadavg()}")
@@ -433,6 +442,11 @@ def main():
                 c.update(round=rnd, loadavg=loadavg())
                 results["cli"].append(c)
                 log(f"round {rnd} cli " + " ".join(f"{k}={v:.0f}" for k, v in c.items() if isinstance(v, float)))
+                if baseline:
+                    b = workload_cli(baseline, cfg, shm)
+                    b.update(round=rnd, loadavg=loadavg())
+                    results["cli_base"].append(b)
+                    log(f"round {rnd} cli (baseline) " + " ".join(f"{k}={v:.0f}" for k, v in b.items() if isinstance(v, float)))
             results["loadavg"][-1]["end"] = loadavg()
     finally:
         teardown()

@@ -9,7 +9,7 @@ Scenarios:
             every block read is one writer's whole block or zeros (never mixed, never EIO)
   names     4 processes create files and rename them onto shared names in one directory:
             every surviving name reads back a whole record of some created file
-  truncate  F3/F8/F12/F13 at scale: truncate(0)+rewrite loop, path truncates to random sizes,
+  truncate  the truncation regression cases at scale: truncate(0)+rewrite loop, path truncates to random sizes,
             an appender, readers through held O_RDONLY descriptors: no EIO, only valid bytes
 """
 import errno
@@ -173,7 +173,7 @@ def truncate():
 
     def reader(n):
         def r():
-            fd = os.open(path, os.O_RDONLY)  # held across all the truncations (F12)
+            fd = os.open(path, os.O_RDONLY)  # held across all the truncations (a path truncate under an open reader)
             errs, reads = [], 0
             for _ in range(scale):
                 try:
