@@ -144,14 +144,14 @@ public enum ProviderCommands {
 }
 
 extension SyncReport {
-    /// The CLI's exit status for this report: 0 clean; 75 (EX_TEMPFAIL) when the pass stopped
-    /// early (remote unreachable: retry later); 77 when an upload was refused by policy; 74
-    /// for other item errors.
-    public var exitCode: Int32 {
-        if isClean { return 0 }
-        if !complete { return 75 }
-        if errors.contains(where: { $0.errno == EACCES }) { return 77 }
-        return 74
+    /// The CLI's exit status for this report: `.ok` clean; `.tempFail` when the pass stopped
+    /// early (remote unreachable: retry later); `.noPerm` when an upload was refused by policy;
+    /// `.ioErr` for other item errors.
+    public var exitCode: ExitCode {
+        if isClean { return .ok }
+        if !complete { return .tempFail }
+        if errors.contains(where: { $0.errno == EACCES }) { return .noPerm }
+        return .ioErr
     }
 }
 

@@ -117,7 +117,7 @@ struct DaemonRobustnessTests {
                 seen.formUnion(now)
             }
             // Worker cap plus the main thread, the signal/refresh helpers and Dispatch's.
-            #expect(seen.count <= MountCommand.workerThreads + 6, "\(seen.count) threads over the run")
+            #expect(seen.count <= MountDaemon.workerThreads + 6, "\(seen.count) threads over the run")
         }
     }
 

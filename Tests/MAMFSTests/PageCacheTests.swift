@@ -108,14 +108,14 @@ struct PageCacheTests {
         let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/s/state"), passphraseFile: nil)
         var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m",
                                    fuseOptions: ["page_cache,log=\(base)/log", "ro"])
-        let plan = try MountCommand.prepare(&options, context: context)
+        let plan = try MountDaemon.prepare(&options, context: context)
         #expect(options.pageCache)
         #expect(options.logFile == base + "/log")
         #expect(!plan.fuseOptions.contains { $0.hasPrefix("page_cache") || $0.hasPrefix("log") })
         #expect(plan.fuseOptions.contains("ro"))
         for bad in ["page_cache=1", "log=", "=", "=x", "attr_timeout="] {
             var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m", fuseOptions: [bad])
-            #expect(throws: MAMError.self, "-o \(bad)") { try MountCommand.prepare(&options, context: context) }
+            #expect(throws: MAMError.self, "-o \(bad)") { try MountDaemon.prepare(&options, context: context) }
         }
     }
 }

@@ -151,7 +151,7 @@ struct RegressionCaseTests {
         defer { try? FileManager.default.removeItem(atPath: base) }
         let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/s/state"), passphraseFile: nil)
         var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m", fuseOptions: ["writeback_cache"])
-        #expect(throws: MAMError.self) { try MountCommand.prepare(&options, context: context) }
+        #expect(throws: MAMError.self) { try MountDaemon.prepare(&options, context: context) }
     }
 
     @Test("F6 files whose mode forbids reading, and git's read-only objects", arguments: MountedFixture.Kind.allCases)

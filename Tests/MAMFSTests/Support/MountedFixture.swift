@@ -176,12 +176,12 @@ final class MountedFixture: @unchecked Sendable {
         var options = MountOptions(backingDirectory: backing, mountpoint: mountpoint,
                                    account: isManaged ? MountedFixture.account : "", foreground: true,
                                    fuseOptions: fuseOptions, stateDirectory: state)
-        let plan = try MountCommand.prepare(&options, context: context)
+        let plan = try MountDaemon.prepare(&options, context: context)
         let ready = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         let finalOptions = options
         let thread = Thread {
-            _ = try? MountCommand.serve(options: finalOptions, plan: plan, context: context, installSignalHandlers: false) { _ in
+            _ = try? MountDaemon.serve(options: finalOptions, plan: plan, context: context, installSignalHandlers: false) { _ in
                 ready.signal()
             }
             ready.signal()
