@@ -23,6 +23,7 @@ let package = Package(
         .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection"]),
         .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection"]),
         .testTarget(name: "CLITests", dependencies: ["MAMProtection"]),
+        .testTarget(name: "CommandLineTests", dependencies: ["mamfs", "MAMProtection"]),
         .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "MAMProtection"]),
         .testTarget(name: "RobustnessTests", dependencies: ["MAMProtection"], exclude: ["Scripts", "Regressions"]),
     ],
