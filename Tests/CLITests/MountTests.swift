@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 /// True when this process may open /dev/fuse (mount tests need it).
 private let fuseUsable: Bool = {
@@ -10,10 +11,10 @@ private let fuseUsable: Bool = {
 
 @Suite("CLI: mount and unmount")
 struct MountTests {
-    /// Lazily unmounts `mountpoint` whatever state it is in, so a failed test leaves no mount.
+    /// Unmounts `mountpoint` whatever state it is in (lazily as a fallback), so a failed test
+    /// leaves no mount.
     static func forceUnmount(_ mountpoint: String) {
-        _ = try? runProcess("/usr/bin/env", ["fusermount3", "-uz", mountpoint], stdin: Data(),
-                            environment: ProcessInfo.processInfo.environment)
+        FuseMounts.unmount(mountpoint)
     }
 
     /// A state with the demo account enrolled and empty backing and mountpoint directories.

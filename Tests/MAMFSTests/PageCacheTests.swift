@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import MAMProtection
 @testable import MAMFS
+import MAMTestSupport
 
 /// Read-only handles bypass the kernel's page cache (FOPEN_DIRECT_IO) unless the mount has
 /// `-o page_cache`; see MountOptions.pageCache for the trade-off (F3 is the reason).
@@ -28,7 +29,7 @@ struct PageCacheTests {
     print("shared-rw", open(f, "rb").read(10))
     """
 
-    private func runMmap(_ m: MountedFixture) throws -> ShellResult {
+    private func runMmap(_ m: MountedFixture) throws -> ProcessResult {
         let script = m.base + "/mapping.py"  // not mmap.py: it would shadow the module
         try Data(PageCacheTests.mmapScript.utf8).write(to: URL(fileURLWithPath: script))
         return try shell("python3 \(shellQuote(script)) \(shellQuote(m.mountpoint))")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import MAMProtection
 @testable import MAMFS
+import MAMTestSupport
 
 /// The cases of ../shared/cases/fs-regressions.md, each on an encrypting (managed) mount and
 /// an unmanaged one, compared with a plain directory where the case says so.
@@ -20,7 +21,7 @@ struct RegressionCaseTests {
         #expect(!onMount.out.isEmpty, sourceLocation: sourceLocation)
     }
 
-    private func python(_ m: MountedFixture, _ code: String, timeout: TimeInterval = 300) throws -> ShellResult {
+    private func python(_ m: MountedFixture, _ code: String, timeout: TimeInterval = 300) throws -> ProcessResult {
         let script = m.base + "/case-\(UUID().uuidString.prefix(8)).py"
         try Data(code.utf8).write(to: URL(fileURLWithPath: script))
         return try shell("python3 \(shellQuote(script)) \(shellQuote(m.mountpoint))", timeout: timeout)

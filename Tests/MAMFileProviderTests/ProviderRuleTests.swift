@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 /// One test per file-provider rule (see ProviderRules), for both providers.
 @Suite("File-provider rules")

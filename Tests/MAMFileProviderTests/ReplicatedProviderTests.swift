@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 @Suite("Replicated provider")
 struct ReplicatedProviderTests {
