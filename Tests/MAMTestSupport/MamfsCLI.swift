@@ -3,6 +3,11 @@ import Foundation
 /// Runs the built `mamfs` (see `MamfsBinary`) on a state directory, and sets a state up the
 /// way a user would: `mamfs init`, then `mamfs enroll` of an account with a policy file.
 public enum MamfsCLI {
+    /// The account the mount fixtures enroll (with `encryptingPolicy`).
+    public static let managedAccount = "8c7f3e1a-0000-4000-8000-00000000a11c"
+    /// An account the mount fixtures never enroll.
+    public static let otherAccount = "8c7f3e1a-0000-4000-8000-00000000b0b0"
+
     /// The policy `enroll` gets: the managed account's files are encrypted, through a mount
     /// and in a file provider.
     public static let encryptingPolicy = #"{"fileEncryptionRequired": true, "fileProviderEncryptFiles": true}"#

@@ -7,8 +7,9 @@ import Glibc
 ///
 /// posix_spawn + waitpid rather than Foundation's Process: Process waits for an inherited
 /// socket to close, so a daemon the child forks (mamfs mount) would make it wait until the
-/// daemon exits. The child gets only stdin, stdout and stderr, and leads a new process group; when `timeout` seconds pass, the whole
-/// group gets SIGKILL, the status is 124 and stderr ends with a line saying so.
+/// daemon exits. The child gets only stdin, stdout and stderr, default signal handling, and
+/// leads a new process group; when `timeout` seconds pass, the whole group gets SIGKILL, the
+/// status is 124 and stderr ends with a line saying so.
 /// - Parameter environment: the child's whole environment.
 /// - Throws: `TestSupportError` when the process cannot be started.
 public func runProcess(_ executable: String, _ arguments: [String], stdin: Data = Data(),
@@ -33,7 +34,15 @@ public func runProcess(_ executable: String, _ arguments: [String], stdin: Data 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+    // Default signal handling in the child whatever the test runner blocks or ignores (a
+    // mount's daemon must get its SIGTERM), as Foundation's Process does.
+    var noSignals = sigset_t()
+    sigemptyset(&noSignals)
+    var allSignals = sigset_t()
+    sigfillset(&allSignals)
+    posix_spawnattr_setsigmask(&attributes, &noSignals)
+    posix_spawnattr_setsigdefault(&attributes, &allSignals)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     posix_spawnattr_setpgroup(&attributes, 0)
 
     let argv = ([executable] + arguments).map { strdup($0) } + [nil]

@@ -37,8 +37,8 @@ final class RobustMount: @unchecked Sendable {
         case managed, unmanaged
     }
 
-    static let account = "8c7f3e1a-0000-4000-8000-00000000a11c"
-    static let otherAccount = "8c7f3e1a-0000-4000-8000-00000000b0b0"
+    static let account = MamfsCLI.managedAccount
+    static let otherAccount = MamfsCLI.otherAccount
 
     let kind: Kind
     let base: String
