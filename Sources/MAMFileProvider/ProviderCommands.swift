@@ -10,8 +10,8 @@ public enum ProviderCommands {
     /// `mamfs provider sync BACKING [--remote DIR] [--account A]`: one pass. A replicated root
     /// runs `ReplicatedProvider.syncOnce`; a non-replicated one first uploads its pending local
     /// changes (`NonReplicatedProvider.uploadPendingChanges`: counted as created/modified, a
-    /// file that could not be uploaded is an error in the report, so the exit status is 74, or
-    /// 77 for a policy refusal, 75 when the remote is unreachable) and then refreshes its
+    /// file that could not be uploaded is an error in the report, so the exit status is `.ioErr`,
+    /// or `.noPerm` for a policy refusal, `.tempFail` when the remote is unreachable) and then refreshes its
     /// placeholders (`NonReplicatedProvider.createPlaceholders`). A root never used before becomes a
     /// replicated one.
     /// - Parameters:
@@ -66,8 +66,8 @@ public enum ProviderCommands {
 
     /// `mamfs provider evict PATH`: drops the local contents of a materialized non-replicated
     /// item, keeping its placeholder (`NonReplicatedProvider.stopProvidingItem`).
-    /// - Throws: `.invalidArguments` (not a non-replicated provider file, exit 64),
-    ///   `.cannotCreateOutput` "PATH has a pending upload" (exit 73, EX_CANTCREAT: the
+    /// - Throws: `.invalidArguments` (not a non-replicated provider file, `ExitCode.usage`),
+    ///   `.cannotCreateOutput` "PATH has a pending upload" (`ExitCode.cantCreate`: the
     ///   placeholder cannot be made while the contents are not on the remote; run it again after
     ///   the upload, e.g. after `mamfs provider sync`), `.fileNotFound`.
     public static func evict(path: String) throws {
@@ -90,7 +90,7 @@ public enum ProviderCommands {
     /// a sync pass uploads it (same receive check first).
     /// - Returns: the new item (nil for a replicated root when the pass could not upload it;
     ///   the error is thrown then).
-    /// - Throws: `.policyDenied` (EACCES, exit 77: nothing uploaded, source intact),
+    /// - Throws: `.policyDenied` (EACCES, `ExitCode.noPerm`: nothing uploaded, source intact),
     ///   `.cannotCreateOutput` (name taken), `.fileNotFound`, `.invalidArguments`, remote
     ///   errors as `MAMError`.
     @discardableResult

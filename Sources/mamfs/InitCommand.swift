@@ -36,7 +36,7 @@ enum InitCommand {
     }
 }
 
-/// Fails with 66 (missing input) when `path` is not an existing readable regular file.
+/// Fails with `ExitCode.noInput` when `path` is not an existing readable regular file.
 func requireReadableFile(_ path: String) throws {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
