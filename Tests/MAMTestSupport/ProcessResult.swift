@@ -22,9 +22,3 @@ public struct ProcessResult: Sendable {
     /// stderr split into lines, without empty ones.
     public var errLines: [String] { err.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).filter { !$0.isEmpty } }
 }
-
-/// A helper could not do what a test asked (a process did not start, a fixture step failed).
-public struct TestSupportError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
-}
