@@ -20,11 +20,15 @@ let package = Package(
         .target(name: "MAMFileProvider", dependencies: ["MAMProtection"]),
         .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "CFuse", "CSystem"]),
         .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection"]),
-        .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection"]),
-        .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection"]),
-        .testTarget(name: "CLITests", dependencies: ["MAMProtection"]),
-        .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "MAMProtection"]),
-        .testTarget(name: "RobustnessTests", dependencies: ["MAMProtection"], exclude: ["Scripts", "Regressions"]),
+        // Helpers every test target shares (process runner, fixtures, unmounting): a library,
+        // not a test target, so the test targets can import it.
+        .target(name: "MAMTestSupport", dependencies: ["MAMProtection"], path: "Tests/MAMTestSupport"),
+        .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection", "MAMTestSupport"]),
+        .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection", "MAMTestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["MAMProtection", "MAMTestSupport"]),
+        .testTarget(name: "CommandLineTests", dependencies: ["mamfs", "MAMProtection"]),
+        .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "MAMProtection", "MAMTestSupport"]),
+        .testTarget(name: "RobustnessTests", dependencies: ["MAMProtection", "MAMTestSupport"], exclude: ["Scripts", "Regressions"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -477,7 +477,7 @@ public final class NonReplicatedProvider: Sendable {
     /// The source is only read.
     /// Mirrors `NSFileProviderExtension importDocumentAtURL:toParentItemIdentifier:`.
     /// - Returns: the new item.
-    /// - Throws: `.policyDenied` (EACCES, exit 77) when the domain's account may not receive
+    /// - Throws: `.policyDenied` (EACCES, `ExitCode.noPerm`) when the domain's account may not receive
     ///   the file — nothing uploaded, nothing created; `.cannotCreateOutput` when the name is
     ///   taken locally or remotely; `.invalidArguments` for a directory outside the root;
     ///   `.fileNotFound`; remote errors mapped to `MAMError`.

@@ -10,8 +10,8 @@ public enum ProviderCommands {
     /// `mamfs provider sync BACKING [--remote DIR] [--account A]`: one pass. A replicated root
     /// runs `ReplicatedProvider.syncOnce`; a non-replicated one first uploads its pending local
     /// changes (`NonReplicatedProvider.uploadPendingChanges`: counted as created/modified, a
-    /// file that could not be uploaded is an error in the report, so the exit status is 74, or
-    /// 77 for a policy refusal, 75 when the remote is unreachable) and then refreshes its
+    /// file that could not be uploaded is an error in the report, so the exit status is `.ioErr`,
+    /// or `.noPerm` for a policy refusal, `.tempFail` when the remote is unreachable) and then refreshes its
     /// placeholders (`NonReplicatedProvider.createPlaceholders`). A root never used before becomes a
     /// replicated one.
     /// - Parameters:
@@ -66,8 +66,8 @@ public enum ProviderCommands {
 
     /// `mamfs provider evict PATH`: drops the local contents of a materialized non-replicated
     /// item, keeping its placeholder (`NonReplicatedProvider.stopProvidingItem`).
-    /// - Throws: `.invalidArguments` (not a non-replicated provider file, exit 64),
-    ///   `.cannotCreateOutput` "PATH has a pending upload" (exit 73, EX_CANTCREAT: the
+    /// - Throws: `.invalidArguments` (not a non-replicated provider file, `ExitCode.usage`),
+    ///   `.cannotCreateOutput` "PATH has a pending upload" (`ExitCode.cantCreate`: the
     ///   placeholder cannot be made while the contents are not on the remote; run it again after
     ///   the upload, e.g. after `mamfs provider sync`), `.fileNotFound`.
     public static func evict(path: String) throws {
@@ -90,7 +90,7 @@ public enum ProviderCommands {
     /// a sync pass uploads it (same receive check first).
     /// - Returns: the new item (nil for a replicated root when the pass could not upload it;
     ///   the error is thrown then).
-    /// - Throws: `.policyDenied` (EACCES, exit 77: nothing uploaded, source intact),
+    /// - Throws: `.policyDenied` (EACCES, `ExitCode.noPerm`: nothing uploaded, source intact),
     ///   `.cannotCreateOutput` (name taken), `.fileNotFound`, `.invalidArguments`, remote
     ///   errors as `MAMError`.
     @discardableResult
@@ -144,14 +144,14 @@ public enum ProviderCommands {
 }
 
 extension SyncReport {
-    /// The CLI's exit status for this report: 0 clean; 75 (EX_TEMPFAIL) when the pass stopped
-    /// early (remote unreachable: retry later); 77 when an upload was refused by policy; 74
-    /// for other item errors.
-    public var exitCode: Int32 {
-        if isClean { return 0 }
-        if !complete { return 75 }
-        if errors.contains(where: { $0.errno == EACCES }) { return 77 }
-        return 74
+    /// The CLI's exit status for this report: `.ok` clean; `.tempFail` when the pass stopped
+    /// early (remote unreachable: retry later); `.noPerm` when an upload was refused by policy;
+    /// `.ioErr` for other item errors.
+    public var exitCode: ExitCode {
+        if isClean { return .ok }
+        if !complete { return .tempFail }
+        if errors.contains(where: { $0.errno == EACCES }) { return .noPerm }
+        return .ioErr
     }
 }
 

@@ -70,7 +70,7 @@ public enum ProviderRules {
     ///   - fileOwner: the file's owner (nil untagged, "" unmanaged-tagged).
     ///   - receiver: the domain's account.
     ///   - path: for the message.
-    /// - Throws: `MAMError.policyDenied` (errno EACCES, exit 77) when refused.
+    /// - Throws: `MAMError.policyDenied` (errno EACCES, `ExitCode.noPerm`) when refused.
     public static func checkCanReceive(fileOwner: String?, receiver: String, path: String, context: ProtectionContext) throws {
         guard context.policyEvaluator.canReceiveSharedFile(fileOwner: fileOwner, receiver: receiver) else {
             let owner = fileOwner.map { $0.isEmpty ? "unmanaged" : $0 } ?? "untagged"

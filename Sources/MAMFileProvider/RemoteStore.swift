@@ -133,9 +133,9 @@ public enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The same condition as a `MAMError` (for the CLI's exit code and the mount's errno):
-    /// unreachable -> `.system(EHOSTUNREACH)` (exit 74), read-only -> `.system(EROFS)` (exit 73),
-    /// conflict -> `.system(EBUSY)` (exit 74), not found -> `.fileNotFound` (exit 66),
-    /// failed -> `.system(EIO)` (exit 74).
+    /// unreachable -> `.system(EHOSTUNREACH)` (`ExitCode.ioErr`), read-only -> `.system(EROFS)` (`ExitCode.cantCreate`),
+    /// conflict -> `.system(EBUSY)` (`ExitCode.ioErr`), not found -> `.fileNotFound` (`ExitCode.noInput`),
+    /// failed -> `.system(EIO)` (`ExitCode.ioErr`).
     public var mamError: MAMError {
         switch self {
         case .unreachable: return .system(description, errno: EHOSTUNREACH)

@@ -69,21 +69,21 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The sysexits code the CLI exits with for this error.
-    public var exitCode: Int32 {
+    /// The exit code the CLI exits with for this error (see `ExitCode` for the table).
+    public var exitCode: ExitCode {
         switch self {
-        case .invalidArguments: return 64
-        case .authenticationFailed, .failedToDecrypt: return 65
-        case .fileNotFound, .operationOnDirectory: return 66
-        case .internalError, .failedToEncrypt: return 70
-        case .cannotCreateOutput: return 73
-        case .keyUnavailable, .policyDenied, .applicationNotManaged, .unmanagedIdentity, .unknownAccount: return 77
+        case .invalidArguments: return .usage
+        case .authenticationFailed, .failedToDecrypt: return .dataErr
+        case .fileNotFound, .operationOnDirectory: return .noInput
+        case .internalError, .failedToEncrypt: return .software
+        case .cannotCreateOutput: return .cantCreate
+        case .keyUnavailable, .policyDenied, .applicationNotManaged, .unmanagedIdentity, .unknownAccount: return .noPerm
         case .system(_, let code):
             switch code {
-            case ENOENT, ENOTDIR: return 66
-            case EACCES, EPERM: return 77
-            case ENOSPC, EDQUOT, EROFS, EEXIST, EMLINK: return 73
-            default: return 74
+            case ENOENT, ENOTDIR: return .noInput
+            case EACCES, EPERM: return .noPerm
+            case ENOSPC, EDQUOT, EROFS, EEXIST, EMLINK: return .cantCreate
+            default: return .ioErr
             }
         }
     }

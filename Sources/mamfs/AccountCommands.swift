@@ -33,12 +33,12 @@ enum AccountCommands {
     static let wipe = Verb(
         "wipe",
         usage: ["mamfs wipe ACCOUNT [--root DIR]... [--state DIR]"],
-        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits 74 when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
+        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits \(ExitCode.ioErr) when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
         options: ["--root DIR              also search DIR for the account's files (repeatable)"],
         spec: ArgumentSpec(repeatable: ["--root"], positionals: 1...1),
         run: runWipe)
 
-    static func runEnroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runEnroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let account = arguments.positionals[0]
         guard let policyPath = arguments.value("--policy") else {
             throw UsageError("missing --policy POLICY.json")
@@ -52,7 +52,7 @@ enum AccountCommands {
         return ExitCode.ok
     }
 
-    static func runUnenroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runUnenroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let account = arguments.positionals[0]
         let wipe = arguments.flag("--wipe")
         let roots = arguments.values("--root")
@@ -76,7 +76,7 @@ enum AccountCommands {
         return ExitCode.ok
     }
 
-    static func runAccounts(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runAccounts(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let context = try invocation.openContext()
         let records = try attempt(nil) { try context.enrollment.accounts() }
         if arguments.flag("--json") {
@@ -101,7 +101,7 @@ enum AccountCommands {
         return ExitCode.ok
     }
 
-    static func runWipe(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runWipe(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let account = arguments.positionals[0]
         let roots = arguments.values("--root")
         try requireDirectories(roots)
@@ -117,7 +117,7 @@ enum AccountCommands {
         return ExitCode.ok
     }
 
-    /// Every `--root` must be an existing directory and not a symbolic link (66 otherwise): a
+    /// Every `--root` must be an existing directory and not a symbolic link (`.noInput` otherwise): a
     /// typo must not make a wipe silently skip the tree it was meant for, and a wipe never
     /// follows symbolic links.
     static func requireDirectories(_ roots: [String]) throws {
@@ -125,7 +125,7 @@ enum AccountCommands {
             var st = stat()
             guard lstat(root, &st) == 0 else {
                 if errno == EACCES {
-                    throw CommandFailure(subject: root, message: "permission denied", exitCode: ExitCode.noPermission)
+                    throw CommandFailure(subject: root, message: "permission denied", exitCode: ExitCode.noPerm)
                 }
                 throw CommandFailure(subject: root, message: "no such directory", exitCode: ExitCode.noInput)
             }

@@ -2,7 +2,7 @@ import Foundation
 import MAMProtection
 
 /// The `mamfs` command line: finds the verb, parses its arguments, runs it and turns errors into
-/// one stderr line and a sysexits code.
+/// one stderr line and an `ExitCode`.
 enum CommandLineTool {
     static let version = "0.1.0"
 
@@ -21,8 +21,8 @@ enum CommandLineTool {
         DataCommands.protectData,
         DataCommands.unprotectData,
         AccountCommands.wipe,
-        MountCommands.mount,
-        MountCommands.unmount,
+        MountVerbs.mount,
+        MountVerbs.unmount,
     ] + ProviderVerbs.all
 
     /// Verbs with sub-verbs (`mamfs policy show`): the group name, its sub-verbs and the text
@@ -51,15 +51,15 @@ enum CommandLineTool {
             "The state directory is --state DIR, else $MAMFS_STATE, else $XDG_DATA_HOME/mamfs, else",
             "~/.local/share/mamfs. 'mamfs VERB --help' describes a verb.",
             "",
-            "exit codes: 0 ok, 64 usage, 65 corrupt or tampered data, 66 missing input, 70 internal",
-            "error, 73 cannot create output, 74 I/O or sync item error, 75 remote unreachable (retry",
-            "later), 77 denied by policy or key unavailable.",
+            "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.software) internal",
+            "error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable (retry",
+            "later), \(ExitCode.noPerm) denied by policy or key unavailable.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }
 
     /// Runs the command line `arguments` (without the program name); returns the exit code.
-    static func run(_ arguments: [String], environment: [String: String]) -> Int32 {
+    static func run(_ arguments: [String], environment: [String: String]) -> ExitCode {
         guard let first = arguments.first else {
             Output.error("mamfs: missing verb")
             Output.error("Try 'mamfs --help'.")
@@ -112,7 +112,7 @@ enum CommandLineTool {
         return run(verb, rest, environment: environment)
     }
 
-    static func run(_ verb: Verb, _ arguments: [String], environment: [String: String]) -> Int32 {
+    static func run(_ verb: Verb, _ arguments: [String], environment: [String: String]) -> ExitCode {
         do {
             let parsed = try parseArguments(arguments, spec: verb.spec)
             if parsed.wantsHelp {

@@ -20,7 +20,7 @@ enum DataCommands {
         spec: ArgumentSpec(flags: ["--base64"]),
         run: runUnprotect)
 
-    static func runProtect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runProtect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         guard let account = arguments.value("--account") else {
             throw UsageError("missing --account ACCOUNT (use --account '' for unmanaged)")
         }
@@ -36,13 +36,13 @@ enum DataCommands {
         return ExitCode.ok
     }
 
-    static func runUnprotect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runUnprotect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let context = try invocation.openContext()
         var input = Output.readStandardInput()
         if arguments.flag("--base64") {
             let text = String(decoding: input, as: UTF8.self).filter { !$0.isWhitespace }
             guard let decoded = Data(base64Encoded: text) else {
-                throw CommandFailure(subject: "stdin", message: "input is not base64", exitCode: ExitCode.dataError)
+                throw CommandFailure(subject: "stdin", message: "input is not base64", exitCode: ExitCode.dataErr)
             }
             input = decoded
         }

@@ -12,7 +12,7 @@ enum InitCommand {
         spec: ArgumentSpec(options: ["--passphrase-file"]),
         run: run)
 
-    static func run(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func run(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let directory = invocation.stateDirectory
         let passphraseFile = arguments.value("--passphrase-file") ?? invocation.passphraseFile
         if let passphraseFile {
@@ -36,7 +36,7 @@ enum InitCommand {
     }
 }
 
-/// Fails with 66 (missing input) when `path` is not an existing readable regular file.
+/// Fails with `ExitCode.noInput` when `path` is not an existing readable regular file.
 func requireReadableFile(_ path: String) throws {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -50,7 +50,7 @@ func requireReadableFile(_ path: String) throws {
     }
 }
 
-/// Reads a whole input file; failures are `CommandFailure`s about `path` (66 when missing).
+/// Reads a whole input file; failures are `CommandFailure`s about `path` (`.noInput` when missing).
 func readInputFile(_ path: String) throws -> Data {
     try requireReadableFile(path)
     return try attempt(path) { try Data(contentsOf: URL(fileURLWithPath: path)) }

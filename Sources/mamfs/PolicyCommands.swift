@@ -30,7 +30,7 @@ enum PolicyCommands {
         """
     }
 
-    static func runShow(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runShow(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let account = arguments.positionals[0]
         let context = try invocation.openContext()
         let identity = try attempt(account) { try context.resolveAccount(account) }
@@ -51,7 +51,7 @@ enum PolicyCommands {
         return ExitCode.ok
     }
 
-    static func runSet(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runSet(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let account = arguments.positionals[0]
         let path = arguments.positionals[1]
         let policy = try readPolicy(path)
@@ -61,7 +61,7 @@ enum PolicyCommands {
         return ExitCode.ok
     }
 
-    /// Reads and strictly parses a policy file (66 when missing, 64 when invalid).
+    /// Reads and strictly parses a policy file (`.noInput` when missing, `.usage` when invalid).
     static func readPolicy(_ path: String) throws -> Policy {
         let data = try readInputFile(path)
         return try attempt(path) { try Policy.parse(data, source: path) }

@@ -27,7 +27,7 @@ enum ProtectCommands {
         summary: "Encrypt FILE for the managed account ACCOUNT (accountId or UPN), in place unless -o is given.",
         options: ["--account ACCOUNT       the managed account that will own the file",
                   "-o OUT                  write the encrypted file to OUT and leave FILE as it is; OUT must be",
-                  "                        absent or a regular file (73 otherwise); -o - writes to stdout"],
+                  "                        absent or a regular file (\(ExitCode.cantCreate) otherwise); -o - writes to stdout"],
         spec: ArgumentSpec(options: ["--account", "-o"], positionals: 1...1),
         run: runEncrypt)
 
@@ -36,11 +36,11 @@ enum ProtectCommands {
         usage: ["mamfs decrypt FILE [-o COPY] [--state DIR]"],
         summary: "Decrypt FILE, in place unless -o is given.",
         options: ["-o COPY                 write the plaintext to COPY and leave FILE as it is; COPY must be",
-                  "                        absent or a regular file (73 otherwise); -o - writes to stdout"],
+                  "                        absent or a regular file (\(ExitCode.cantCreate) otherwise); -o - writes to stdout"],
         spec: ArgumentSpec(options: ["-o"], positionals: 1...1),
         run: runDecrypt)
 
-    static func runProtect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runProtect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         guard let account = arguments.value("--account") else {
             throw UsageError("missing --account ACCOUNT (use --account '' for unmanaged)")
         }
@@ -65,7 +65,7 @@ enum ProtectCommands {
         return exitCode
     }
 
-    static func runInfo(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runInfo(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let context = try invocation.openContext()
         var exitCode = ExitCode.ok
         var infos: [FileProtectionInfo] = []
@@ -102,7 +102,7 @@ enum ProtectCommands {
         return exitCode
     }
 
-    static func runEncrypt(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runEncrypt(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         guard let account = arguments.value("--account") else {
             throw UsageError("missing --account ACCOUNT")
         }
@@ -122,7 +122,7 @@ enum ProtectCommands {
         return ExitCode.ok
     }
 
-    static func runDecrypt(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runDecrypt(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let path = arguments.positionals[0]
         let copy = arguments.value("-o")
         if copy == "" { throw UsageError("-o needs a file name") }
@@ -139,7 +139,7 @@ enum ProtectCommands {
 
     /// The owner for an `--account` value: "" stays "" (unmanaged), a registered accountId or UPN
     /// (any case) becomes its accountId, an unregistered accountId is an unmanaged identity, an
-    /// unregistered UPN is an unknown account (77).
+    /// unregistered UPN is an unknown account (`.noPerm`).
     static func resolve(_ account: String, in context: ProtectionContext) throws -> String {
         try attempt(account) { try context.resolveOwner(account) }
     }

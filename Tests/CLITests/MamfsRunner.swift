@@ -1,50 +1,10 @@
 import Foundation
-
-/// The result of one run of the `mamfs` binary.
-struct RunResult {
-    let status: Int32
-    let stdout: Data
-    let stderr: Data
-
-    var out: String { String(decoding: stdout, as: UTF8.self) }
-    var err: String { String(decoding: stderr, as: UTF8.self) }
-    /// stderr split into lines (without the empty tail).
-    var errLines: [String] { err.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).filter { !$0.isEmpty } }
-}
-
-enum MamfsLocator {
-    /// The built `mamfs` binary: `$MAMFS_BIN`, else the first directory above the test bundle
-    /// (or the test process's argv[0]) that holds an executable file named `mamfs`.
-    static let path: String = locate()
-
-    private static func locate() -> String {
-        if let explicit = ProcessInfo.processInfo.environment["MAMFS_BIN"], !explicit.isEmpty {
-            return explicit
-        }
-        let starts = [Bundle.main.bundlePath, CommandLine.arguments.first ?? ""]
-            .filter { !$0.isEmpty }
-            .map { URL(fileURLWithPath: $0).standardizedFileURL }
-        for start in starts {
-            var directory = start
-            for _ in 0..<8 {
-                let candidate = directory.appendingPathComponent("mamfs").path
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
-                   FileManager.default.isExecutableFile(atPath: candidate) {
-                    return candidate
-                }
-                let parent = directory.deletingLastPathComponent()
-                if parent.path == directory.path { break }
-                directory = parent
-            }
-        }
-        return "mamfs-binary-not-found (set MAMFS_BIN)"
-    }
-}
+import MAMTestSupport
 
 /// A unique temporary directory with its own state directory and HOME, removed on deinit.
 /// Every test makes its own, so tests can run in parallel.
 final class Sandbox {
+    private let directory: TempDirectory
     let root: String
     /// `ROOT/state`, passed to every verb with `--state` by `run`.
     let state: String
@@ -54,9 +14,10 @@ final class Sandbox {
     var environment: [String: String]
 
     init() throws {
-        let base = URL(fileURLWithPath: NSTemporaryDirectory())
-            .appendingPathComponent("mamfs-cli-\(UUID().uuidString.prefix(12))")
-        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        directory = try TempDirectory(prefix: "mamfs-cli")
+        // Searchable by every user, as a directory made with the default umask is.
+        chmod(directory.path, 0o755)
+        let base = directory.url
         root = base.path
         state = base.appendingPathComponent("state").path
         var env = ProcessInfo.processInfo.environment
@@ -67,20 +28,16 @@ final class Sandbox {
         environment = env
     }
 
-    deinit {
-        try? FileManager.default.removeItem(atPath: root)
-    }
-
     /// A path inside the sandbox.
     func path(_ relative: String) -> String { root + "/" + relative }
 
     /// Runs `mamfs ARGS --state STATE` (unless `withState` is false) with `stdin` as input.
     @discardableResult
     func run(_ arguments: [String], stdin: Data = Data(), withState: Bool = true,
-             environment extra: [String: String] = [:]) throws -> RunResult {
+             environment extra: [String: String] = [:]) throws -> ProcessResult {
         var env = environment
         for (key, value) in extra { env[key] = value }
-        return try runProcess(MamfsLocator.path, arguments + (withState ? ["--state", state] : []), stdin: stdin, environment: env)
+        return try runProcess(MamfsBinary.path, arguments + (withState ? ["--state", state] : []), stdin: stdin, environment: env)
     }
 
     /// `mamfs init` + `mamfs enroll` of the demo account with the encrypting demo policy.
@@ -117,53 +74,12 @@ final class Sandbox {
 }
 
 enum SandboxError: Error, CustomStringConvertible {
-    case failed(String, RunResult)
-    case spawn(String)
+    case failed(String, ProcessResult)
     var description: String {
         switch self {
         case .failed(let what, let result): return "\(what) exited \(result.status): \(result.err)"
-        case .spawn(let message): return "cannot start \(message)"
         }
     }
-}
-
-/// Runs `executable` with stdin, stdout and stderr in temporary files (no pipe deadlocks, any
-/// size) and waits for that process only. posix_spawn + waitpid rather than Foundation's
-/// Process: Process waits for an inherited socket to close, so a daemon the child forks (mamfs
-/// mount) would make it wait until the daemon exits.
-func runProcess(_ executable: String, _ arguments: [String], stdin: Data, environment: [String: String]) throws -> RunResult {
-    let scratch = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("mamfs-run-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    let inPath = scratch.appendingPathComponent("stdin").path
-    let outPath = scratch.appendingPathComponent("stdout").path
-    let errPath = scratch.appendingPathComponent("stderr").path
-    try stdin.write(to: URL(fileURLWithPath: inPath))
-
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-    guard spawned == 0 else {
-        throw SandboxError.spawn("\(executable): \(String(cString: strerror(spawned)))")
-    }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    let exited = (status & 0x7f) == 0
-    return RunResult(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
-                     stdout: try Data(contentsOf: URL(fileURLWithPath: outPath)),
-                     stderr: try Data(contentsOf: URL(fileURLWithPath: errPath)))
 }
 
 enum Fixtures {
@@ -217,7 +133,7 @@ extension Data {
 }
 
 /// Decodes `info --json` / `accounts --json` output.
-func jsonArray(_ result: RunResult) throws -> [[String: Any]] {
+func jsonArray(_ result: ProcessResult) throws -> [[String: Any]] {
     guard let array = try JSONSerialization.jsonObject(with: result.stdout) as? [[String: Any]] else {
         throw SandboxError.failed("JSON array expected", result)
     }

@@ -1,5 +1,7 @@
 import Foundation
+import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// True when this process may open /dev/fuse (mount tests need it).
 private let fuseUsable: Bool = {
@@ -10,10 +12,10 @@ private let fuseUsable: Bool = {
 
 @Suite("CLI: mount and unmount")
 struct MountTests {
-    /// Lazily unmounts `mountpoint` whatever state it is in, so a failed test leaves no mount.
+    /// Unmounts `mountpoint` whatever state it is in (lazily as a fallback), so a failed test
+    /// leaves no mount.
     static func forceUnmount(_ mountpoint: String) {
-        _ = try? runProcess("/usr/bin/env", ["fusermount3", "-uz", mountpoint], stdin: Data(),
-                            environment: ProcessInfo.processInfo.environment)
+        FuseMounts.unmount(mountpoint)
     }
 
     /// A state with the demo account enrolled and empty backing and mountpoint directories.
@@ -50,6 +52,27 @@ struct MountTests {
         let again = try sandbox.run(["unmount", mountpoint])
         #expect(again.status == 66)
         #expect(again.errLines == ["mamfs: unmount: \(mountpoint): not a mamfs mount"])
+    }
+
+    @Test("a backing directory named with a backslash, a comma and a space is the mount's source byte for byte, and file verbs find it",
+          .enabled(if: fuseUsable))
+    func backingNameWithEscapedCharacters() throws {
+        let (sandbox, _, mountpoint) = try Self.mountSandbox()
+        defer { Self.forceUnmount(mountpoint) }
+        let backing = sandbox.path("back\\slash,comma dir")
+        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
+        let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn])
+        #expect(mount.status == 0, "\(mount.err)")
+        guard mount.status == 0 else { return }
+        let entry = MountInfo.current()?.entries.last { $0.mountPoint == mountpoint }
+        #expect(entry?.filesystemType == "fuse.mamfs")
+        #expect(entry?.source == backing)
+        try Data("secret\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/q"))
+        let info = try jsonArray(try sandbox.run(["info", "--json", mountpoint + "/q"]))
+        #expect(info.first?["encrypted"] as? Bool == true)
+        #expect((info.first?["size"] as? NSNumber)?.intValue == 7)
+        let unmount = try sandbox.run(["unmount", mountpoint])
+        #expect(unmount.status == 0, "\(unmount.err)")
     }
 
     @Test("file verbs on a path inside a mount act on the backing file (regression: protect wrote a header into the plaintext)",

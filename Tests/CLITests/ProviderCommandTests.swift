@@ -1,6 +1,7 @@
 import Foundation
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// True when this process may open /dev/fuse (mount tests need it).
 private let fuseUsable: Bool = {
@@ -26,7 +27,7 @@ private struct ProviderSandbox {
         try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
     }
 
-    func run(_ arguments: [String]) throws -> RunResult { try sandbox.run(arguments) }
+    func run(_ arguments: [String]) throws -> ProcessResult { try sandbox.run(arguments) }
 
     /// The first sync pass, for the demo account (replicated root).
     func firstSync() throws {

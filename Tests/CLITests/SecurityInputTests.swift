@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 @Suite("Security: hostile input is rejected and never echoed at length")
 struct SecurityInputTests {
@@ -91,9 +92,9 @@ struct SecurityInputTests {
 
     /// Runs `script` under bash in the sandbox root with `$MAMFS`, `$STATE` and `$ACCOUNT` set,
     /// so names built with printf reach mamfs's argv as raw bytes (runProcess takes Strings).
-    func bash(_ sandbox: Sandbox, _ script: String) throws -> RunResult {
+    func bash(_ sandbox: Sandbox, _ script: String) throws -> ProcessResult {
         var env = sandbox.environment
-        env["MAMFS"] = MamfsLocator.path
+        env["MAMFS"] = MamfsBinary.path
         env["STATE"] = sandbox.state
         env["ACCOUNT"] = Fixtures.account
         return try runProcess("/bin/bash", ["-c", "cd \"$1\" && " + script, "-", sandbox.root],

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 @Suite("Security: encrypt -o and decrypt -o never replace what is not a regular file")
 struct SecurityOutputTests {
@@ -62,7 +63,7 @@ struct SecurityOutputTests {
         #expect(mkfifo(fifo, 0o600) == 0)
         var env = sandbox.environment
         env["MAMFS_STATE"] = sandbox.state
-        let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "20", MamfsLocator.path, "decrypt", source, "-o", fifo],
+        let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "20", MamfsBinary.path, "decrypt", source, "-o", fifo],
                                     stdin: Data(), environment: env)
         #expect(result.status == 73, "\(result.status) \(result.err)")
         var st = stat()
@@ -79,7 +80,7 @@ struct SecurityOutputTests {
         env["MAMFS_STATE"] = sandbox.state
         for arguments in [["protect", fifo, "--account", Fixtures.account], ["info", fifo],
                           ["encrypt", fifo, "--account", Fixtures.account]] {
-            let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "10", MamfsLocator.path] + arguments, stdin: Data(), environment: env)
+            let result = try runProcess("/usr/bin/timeout", ["-s", "KILL", "10", MamfsBinary.path] + arguments, stdin: Data(), environment: env)
             #expect(result.status != 0 && result.status != 137, "\(arguments[0]): \(result.status) \(result.err)")
             #expect(result.err.contains("not a regular file"), "\(arguments[0]): \(result.err)")
         }
@@ -126,7 +127,7 @@ struct SecurityOutputTests {
         try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
 
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: MamfsLocator.path)
+        process.executableURL = URL(fileURLWithPath: MamfsBinary.path)
         process.arguments = ["decrypt", source, "-o", outputDirectory + "/big.txt", "--state", sandbox.state]
         process.environment = sandbox.environment
         process.standardOutput = FileHandle.nullDevice

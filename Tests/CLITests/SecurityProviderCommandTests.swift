@@ -1,6 +1,7 @@
 import Foundation
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// A plaintext marker that appears in no file mamfs writes by itself.
 private let marker = Array("<<mamfs-plaintext-marker-7f3a91c2>>".utf8)
@@ -84,7 +85,7 @@ struct SecurityProviderCommandTests {
         #expect(filesContaining(marker, under: local).isEmpty, "the managed file is not encrypted")
 
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: MamfsLocator.path)
+        process.executableURL = URL(fileURLWithPath: MamfsBinary.path)
         process.arguments = sync + ["--state", sandbox.state]
         process.environment = sandbox.environment
         process.standardOutput = FileHandle.nullDevice

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 @Suite("Security: the state directory and key file belong to their user alone")
 struct SecurityStateTests {
@@ -72,7 +73,7 @@ struct SecurityStateTests {
     func initUnderAnyUmaskGivesSafeState(_ umask: String) throws {
         let sandbox = try Sandbox()
         var env = sandbox.environment
-        env["MAMFS"] = MamfsLocator.path
+        env["MAMFS"] = MamfsBinary.path
         env["STATE"] = sandbox.state
         let made = try runProcess("/bin/bash", ["-c", "umask \(umask); \"$MAMFS\" init --state \"$STATE\""],
                                   stdin: Data(), environment: env)
@@ -96,7 +97,7 @@ struct SecurityStateTests {
         #expect(mode(sandbox.state) == 0o700)
         chmod(sandbox.root, 0o755)
         let result = try runProcess("/usr/bin/setpriv",
-                                    ["--reuid=65534", "--regid=65534", "--clear-groups", MamfsLocator.path,
+                                    ["--reuid=65534", "--regid=65534", "--clear-groups", MamfsBinary.path,
                                      "accounts", "--state", sandbox.state],
                                     stdin: Data(), environment: sandbox.environment)
         #expect(result.status == 77, "\(result.status) \(result.err)")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 @Suite("Security: wipe stays inside its roots and really destroys the keys")
 struct SecurityWipeTests {

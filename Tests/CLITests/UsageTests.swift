@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 @Suite("CLI: help, version and usage errors")
 struct UsageTests {
@@ -8,7 +9,7 @@ struct UsageTests {
 
     @Test("the binary is found")
     func binaryFound() {
-        #expect(FileManager.default.isExecutableFile(atPath: MamfsLocator.path), "mamfs at \(MamfsLocator.path)")
+        #expect(FileManager.default.isExecutableFile(atPath: MamfsBinary.path), "mamfs at \(MamfsBinary.path)")
     }
 
     @Test("mamfs --help lists every verb and exits 0")

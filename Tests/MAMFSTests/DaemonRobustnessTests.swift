@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import MAMProtection
 @testable import MAMFS
+import MAMTestSupport
 
 /// Faults found reviewing the daemon: each test is named after what broke.
 @Suite("Daemon robustness")
@@ -79,7 +80,7 @@ struct DaemonRobustnessTests {
         try withMount(.unmanaged) { m in
             let mountpoint = m.base + "/lowlimit"
             defer {
-                _ = try? shell("fusermount3 -u \(shellQuote(mountpoint)) 2>/dev/null || fusermount3 -uz \(shellQuote(mountpoint)) 2>/dev/null", timeout: 30)
+                FuseMounts.unmount(mountpoint)
             }
             let r = try m.sh("""
             mkdir -p "$BASE/lowb" "$BASE/lowlimit" && \
@@ -117,7 +118,7 @@ struct DaemonRobustnessTests {
                 seen.formUnion(now)
             }
             // Worker cap plus the main thread, the signal/refresh helpers and Dispatch's.
-            #expect(seen.count <= MountCommand.workerThreads + 6, "\(seen.count) threads over the run")
+            #expect(seen.count <= MountDaemon.workerThreads + 6, "\(seen.count) threads over the run")
         }
     }
 

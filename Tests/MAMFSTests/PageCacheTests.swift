@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import MAMProtection
 @testable import MAMFS
+import MAMTestSupport
 
 /// Read-only handles bypass the kernel's page cache (FOPEN_DIRECT_IO) unless the mount has
 /// `-o page_cache`; see MountOptions.pageCache for the trade-off (F3 is the reason).
@@ -28,7 +29,7 @@ struct PageCacheTests {
     print("shared-rw", open(f, "rb").read(10))
     """
 
-    private func runMmap(_ m: MountedFixture) throws -> ShellResult {
+    private func runMmap(_ m: MountedFixture) throws -> ProcessResult {
         let script = m.base + "/mapping.py"  // not mmap.py: it would shadow the module
         try Data(PageCacheTests.mmapScript.utf8).write(to: URL(fileURLWithPath: script))
         return try shell("python3 \(shellQuote(script)) \(shellQuote(m.mountpoint))")
@@ -108,14 +109,14 @@ struct PageCacheTests {
         let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/s/state"), passphraseFile: nil)
         var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m",
                                    fuseOptions: ["page_cache,log=\(base)/log", "ro"])
-        let plan = try MountCommand.prepare(&options, context: context)
+        let plan = try MountDaemon.prepare(&options, context: context)
         #expect(options.pageCache)
         #expect(options.logFile == base + "/log")
         #expect(!plan.fuseOptions.contains { $0.hasPrefix("page_cache") || $0.hasPrefix("log") })
         #expect(plan.fuseOptions.contains("ro"))
         for bad in ["page_cache=1", "log=", "=", "=x", "attr_timeout="] {
             var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m", fuseOptions: [bad])
-            #expect(throws: MAMError.self, "-o \(bad)") { try MountCommand.prepare(&options, context: context) }
+            #expect(throws: MAMError.self, "-o \(bad)") { try MountDaemon.prepare(&options, context: context) }
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import MAMProtection
+import MAMTestSupport
 
 /// Real programs on the mount, with the owner and encryption state of the backing files
 /// checked after each.

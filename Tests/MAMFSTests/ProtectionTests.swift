@@ -172,7 +172,7 @@ struct ProtectionTests {
         let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/state"), passphraseFile: nil)
         func attempt(_ backing: String, _ mountpoint: String, account: String = "") -> MAMError? {
             var options = MountOptions(backingDirectory: base + "/" + backing, mountpoint: base + "/" + mountpoint, account: account)
-            do { _ = try MountCommand.prepare(&options, context: context); return nil } catch { return error as? MAMError }
+            do { _ = try MountDaemon.prepare(&options, context: context); return nil } catch { return error as? MAMError }
         }
         #expect(attempt("b", "missing").map { if case .fileNotFound = $0 { true } else { false } } == true)
         #expect(attempt("missing", "m").map { if case .fileNotFound = $0 { true } else { false } } == true)

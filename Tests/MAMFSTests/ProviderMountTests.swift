@@ -3,6 +3,7 @@ import Glibc
 import MAMProtection
 import Testing
 @testable import MAMFS
+import MAMTestSupport
 
 /// A file-provider mount for one test: a fresh state with the managed account enrolled under
 /// a chosen policy, a remote holding a copy of part of /usr/share/doc, and `mamfs mount
@@ -49,7 +50,7 @@ final class ProviderMount: @unchecked Sendable {
         try mamfs(["init"])
         try mamfs(["enroll", Self.account, "--policy", policy])
         let copy = try shell("cd /usr/share/doc && find . -type f | sort | head -n \(Self.docFiles) | tar -cf - -T - | tar -xf - -C \(shellQuote(remote))")
-        guard copy.status == 0 else { throw FixtureError(description: "copy of /usr/share/doc failed: \(copy.err)") }
+        guard copy.status == 0 else { throw TestSupportError("copy of /usr/share/doc failed: \(copy.err)") }
         var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
                          "-o", "attr_timeout=0,entry_timeout=0,log=" + log]
         if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
@@ -77,38 +78,22 @@ final class ProviderMount: @unchecked Sendable {
     }
 
     @discardableResult
-    func mamfs(_ arguments: [String], check: Bool = true) throws -> ShellResult {
-        try runMamfs(arguments, state: state, check: check)
+    func mamfs(_ arguments: [String], check: Bool = true) throws -> ProcessResult {
+        try MamfsCLI.run(arguments, state: state, check: check)
     }
 
     /// Runs a bash script with $M, $B, $R, $S, $MAMFS, $ACCT set.
-    func sh(_ script: String) throws -> ShellResult {
+    func sh(_ script: String) throws -> ProcessResult {
         try shell(script, environment: environment)
     }
 
-    var isMounted: Bool {
-        let mountinfo = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-        return mountinfo.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == mountpoint }
-    }
+    var isMounted: Bool { FuseMounts.isMounted(mountpoint) }
 
-    private var daemonPIDs: [pid_t] { mamfsDaemonPIDs(serving: mountpoint) }
-
-    /// Unmounts (fusermount3 -u, then -uz) and waits for the daemon to exit (it stops its
-    /// sync thread first). Idempotent.
+    /// Unmounts and waits for the daemon to exit (it stops its sync thread first). Idempotent.
     func close() {
         guard mounted else { return }
         mounted = false
-        let pids = daemonPIDs
-        for attempt in 0..<20 {
-            let lazy = attempt >= 10 ? "z" : ""
-            _ = try? shell("fusermount3 -u\(lazy) \(shellQuote(mountpoint)) 2>/dev/null", timeout: 20)
-            if !isMounted { break }
-            usleep(200_000)
-        }
-        for pid in pids {
-            for _ in 0..<100 where kill(pid, 0) == 0 { usleep(100_000) }
-            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
-        }
+        FuseMounts.tearDown(mountpoint)
     }
 
     // MARK: Trees
@@ -140,7 +125,7 @@ final class ProviderMount: @unchecked Sendable {
 
     func backingHeader(_ relative: String) throws -> ProtectedFileHeader? {
         let fd = open(backing + "/" + relative, O_RDONLY)
-        guard fd >= 0 else { throw FixtureError(description: "cannot open backing \(relative): errno \(errno)") }
+        guard fd >= 0 else { throw TestSupportError("cannot open backing \(relative): errno \(errno)") }
         defer { Glibc.close(fd) }
         return try ProtectedFileHeader.read(fd: fd)
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import MAMProtection
 @testable import MAMFS
+import MAMTestSupport
 
 /// The cases of ../shared/cases/fs-regressions.md, each on an encrypting (managed) mount and
 /// an unmanaged one, compared with a plain directory where the case says so.
@@ -20,7 +21,7 @@ struct RegressionCaseTests {
         #expect(!onMount.out.isEmpty, sourceLocation: sourceLocation)
     }
 
-    private func python(_ m: MountedFixture, _ code: String, timeout: TimeInterval = 300) throws -> ShellResult {
+    private func python(_ m: MountedFixture, _ code: String, timeout: TimeInterval = 300) throws -> ProcessResult {
         let script = m.base + "/case-\(UUID().uuidString.prefix(8)).py"
         try Data(code.utf8).write(to: URL(fileURLWithPath: script))
         return try shell("python3 \(shellQuote(script)) \(shellQuote(m.mountpoint))", timeout: timeout)
@@ -151,7 +152,7 @@ struct RegressionCaseTests {
         defer { try? FileManager.default.removeItem(atPath: base) }
         let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/s/state"), passphraseFile: nil)
         var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m", fuseOptions: ["writeback_cache"])
-        #expect(throws: MAMError.self) { try MountCommand.prepare(&options, context: context) }
+        #expect(throws: MAMError.self) { try MountDaemon.prepare(&options, context: context) }
     }
 
     @Test("F6 files whose mode forbids reading, and git's read-only objects", arguments: MountedFixture.Kind.allCases)

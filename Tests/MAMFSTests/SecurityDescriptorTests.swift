@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import MAMTestSupport
 
 /// Descriptor exhaustion: the daemon must not run out of open files because the kernel caches
 /// many nodes, and an object made by a create that then failed must not stay behind.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import MAMTestSupport
 
 /// A fallocate or write that fails with ENOSPC gives back the space it reserved on the backing
 /// filesystem: nothing stays allocated past the end of the file.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// Owner changes through an `allow_other` mount run by root are checked with the credentials of
 /// the calling process, on every file they touch: a user cannot decrypt, or tag as managed, a

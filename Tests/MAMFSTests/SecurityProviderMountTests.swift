@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 private let fuseAvailable: Bool = {
     let fd = open("/dev/fuse", O_RDWR)
@@ -85,7 +86,7 @@ struct SecurityProviderMountTests {
         reader.standardError = FileHandle.nullDevice
         try reader.run()
         let temporary = m.backing + "/.mamfs-provider/tmp"
-        let daemons = mamfsDaemonPIDs(serving: m.mountpoint)
+        let daemons = FuseMounts.daemonPIDs(serving: m.mountpoint)
         #expect(!daemons.isEmpty)
         var killedMidTransfer = false
         let deadline = Date().addingTimeInterval(120)
@@ -130,7 +131,7 @@ struct SecurityProviderMountTests {
         defer { m.close() }
         let read = try m.sh(#"cd "$M/d" && for i in $(seq 0 299); do cat "f$i"; done | wc -l"#)
         #expect(read.status == 0 && read.out.trimmingCharacters(in: .whitespacesAndNewlines) == "300", "\(read.out) \(read.err)")
-        let pid = try #require(mamfsDaemonPIDs(serving: m.mountpoint).first)
+        let pid = try #require(FuseMounts.daemonPIDs(serving: m.mountpoint).first)
         let directory = "/proc/\(pid)/fd"
         let targets = (try FileManager.default.contentsOfDirectory(atPath: directory)).compactMap {
             try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + $0)

@@ -13,7 +13,7 @@ struct ProviderCommandsTests {
         var lines: [Int] = []
         let first = try ProviderCommands.sync(localPath: f.localRoot, remote: f.remoteRoot, context: f.context,
                                               account: ProviderFixture.managedUPN) { lines.append($0.done) }
-        #expect(first.isClean && first.fetched == 1 && first.exitCode == 0)
+        #expect(first.isClean && first.fetched == 1 && first.exitCode == .ok)
         #expect(!lines.isEmpty)
         try f.writeRemote("b.txt", Array("beta".utf8))
         let second = try ProviderCommands.sync(localPath: f.localRoot, remote: nil, context: f.context)
@@ -27,8 +27,8 @@ struct ProviderCommandsTests {
         #expect(try JSONDecoder().decode(ProviderItemStatus.self, from: json) == status)
         #expect(String(decoding: json, as: UTF8.self).contains("\"itemIdentifier\":\"b.txt\""))
 
-        #expect { try ProviderCommands.evict(path: f.localPath("a.txt")) } throws: { ($0 as? MAMError)?.exitCode == 64 }
-        #expect { try ProviderCommands.status(path: f.outside) } throws: { ($0 as? MAMError)?.exitCode == 64 }
+        #expect { try ProviderCommands.evict(path: f.localPath("a.txt")) } throws: { ($0 as? MAMError)?.exitCode == .usage }
+        #expect { try ProviderCommands.status(path: f.outside) } throws: { ($0 as? MAMError)?.exitCode == .usage }
 
         let source = try f.write(f.outside + "/in.txt", Array("imported".utf8))
         try f.context.files.encryptFile(path: source, forAccountId: ProviderFixture.managedId)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 /// Both providers over a real tree: a copy of /usr/share/doc as the remote.
 @Suite("End to end with /usr/share/doc")
@@ -9,12 +10,8 @@ struct EndToEndTests {
     static let source = "/usr/share/doc"
 
     private func copyDocTree(_ f: ProviderFixture) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/cp")
-        process.arguments = ["-a", Self.source, f.remotePath("doc")]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let copy = try runProcess("/bin/cp", ["-a", Self.source, f.remotePath("doc")], environment: testEnvironment())
+        #expect(copy.status == 0, "\(copy.err)")
     }
 
     /// Every remote file's bytes against the local plaintext, symlinks by target.

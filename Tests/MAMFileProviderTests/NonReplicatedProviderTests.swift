@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 @Suite("Non-replicated provider")
 struct NonReplicatedProviderTests {
@@ -207,7 +208,7 @@ struct NonReplicatedProviderTests {
             try ProviderCommands.evict(path: f.localPath("memo.txt"))
         } throws: { error in
             guard let error = error as? MAMError else { return false }
-            return error.exitCode == 73 && error.description.contains("has a pending upload")
+            return error.exitCode == .cantCreate && error.description.contains("has a pending upload")
         }
         let report = provider.uploadPendingChanges()
         #expect(report.isClean && report.modified == 1, "\(report)")

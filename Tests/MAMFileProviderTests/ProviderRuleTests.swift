@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 /// One test per file-provider rule (see ProviderRules), for both providers.
 @Suite("File-provider rules")
@@ -150,7 +151,7 @@ struct ProviderRuleTests {
                 try provider.importDocument(sourcePath: source, toLocalDirectory: f.localRoot)
             } throws: { error in
                 guard let error = error as? MAMError, case .policyDenied = error else { return false }
-                return error.errno == EACCES && error.exitCode == 77
+                return error.errno == EACCES && error.exitCode == .noPerm
             }
             #expect(try f.read(source) == sourceBefore)
             #expect(try f.remoteSnapshot() == remoteBefore)
@@ -168,7 +169,7 @@ struct ProviderRuleTests {
         let report = replicated.syncOnce()
         #expect(report.refused == 1)
         #expect(report.errors.contains { $0.path == "personal.txt" && $0.errno == EACCES })
-        #expect(report.exitCode == 77)
+        #expect(report.exitCode == .noPerm)
         #expect(try f.remoteSnapshot() == remoteBefore)
         #expect(f.exists(dropped), "the refused local file is kept")
         #expect(f.leftoverTemporaryFiles(under: f.root).isEmpty)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 @Suite("Replicated provider")
 struct ReplicatedProviderTests {
@@ -125,7 +126,7 @@ struct ReplicatedProviderTests {
         #expect(vanishing.vanished)
         #expect(!report.complete)
         #expect(report.errors.contains { $0.errno == EHOSTUNREACH }, "\(report.errors)")
-        #expect(report.exitCode == 75)
+        #expect(report.exitCode == .tempFail)
         #expect(report.deletedLocally == 0)
         for (relative, bytes) in localBefore {
             // Each file is either as it was or (fetched before the remote vanished) the new version.

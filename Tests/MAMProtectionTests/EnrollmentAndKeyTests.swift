@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 @Suite("Enrollment, keys and selective wipe")
 struct EnrollmentAndKeyTests {
@@ -68,9 +69,8 @@ struct EnrollmentAndKeyTests {
 
     @Test("a passphrase-protected state opens with the right passphrase and refuses a wrong or missing one")
     func passphrase() throws {
-        var template = Array("/tmp/mamfs-pass-XXXXXX".utf8CString)
-        let dir = String(cString: template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!)! })
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = try TempDirectory(prefix: "mamfs-pass")
+        let dir = temporary.path
         try Data("correct horse\n".utf8).write(to: URL(fileURLWithPath: dir + "/pass"))
         try Data("wrong horse\n".utf8).write(to: URL(fileURLWithPath: dir + "/bad"))
         let state = StateDirectory(path: dir + "/state")

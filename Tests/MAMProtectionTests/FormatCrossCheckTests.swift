@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 /// Files written by the Swift code must be read by the independent Python decoder
 /// (Tools/verify_format.py, written from docs/FORMAT.md) to exactly the expected bytes.
@@ -13,19 +14,9 @@ struct FormatCrossCheckTests {
     }
 
     static func python(_ arguments: [String]) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", FormatFixture.repoRoot.appendingPathComponent("Tools/verify_format.py").path] + arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Drain stdout before waiting so a large plaintext cannot block the child; stderr is one line.
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: stdout, stderr: String(decoding: stderr, as: UTF8.self))
+        let tool = FormatFixture.repoRoot.appendingPathComponent("Tools/verify_format.py").path
+        let result = try runProcess("/usr/bin/env", ["python3", tool] + arguments, environment: ProcessInfo.processInfo.environment)
+        return Run(status: result.status, stdout: result.stdout, stderr: result.err)
     }
 
     static func hexKey(_ key: SymmetricKey) -> String {
@@ -57,7 +48,7 @@ struct FormatCrossCheckTests {
     func pythonDecrypts(size: Int) throws {
         let dir = try TempDirectory()
         let accountKey = try SymmetricKey.random()
-        var rng = SeededGenerator(seed: UInt64(size) &+ 77)
+        var rng = SplitMix64(seed: UInt64(size) &+ 77)
         let owner = "8c7f3e1a-0000-4000-8000-\(String(format: "%012x", size))"
         let path = dir.file("swift-written")
         let file = try BackingFile(path: path)
@@ -106,7 +97,7 @@ struct FormatCrossCheckTests {
     @Test("plain-tagged and untagged Swift files read the same in python", arguments: [ContentKind.plainTagged, .untagged])
     func pythonReadsPlain(kind: ContentKind) throws {
         let dir = try TempDirectory()
-        var rng = SeededGenerator(seed: 5)
+        var rng = SplitMix64(seed: 5)
         let path = dir.file("plain")
         let file = try BackingFile(path: path)
         defer { withExtendedLifetime(file) {} }
@@ -129,7 +120,7 @@ struct FormatCrossCheckTests {
     func pythonRejectsTampered() throws {
         let dir = try TempDirectory()
         let accountKey = try SymmetricKey.random()
-        var rng = SeededGenerator(seed: 6)
+        var rng = SplitMix64(seed: 6)
         let path = dir.file("t")
         let file = try BackingFile(path: path)
         defer { withExtendedLifetime(file) {} }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 /// Round trips and random access through ProtectedFileContent, for all three content kinds.
 @Suite("Format round trips and random access")
@@ -12,7 +13,7 @@ struct FormatRoundTripTests {
     func readsAtBoundaries(kind: ContentKind) throws {
         let dir = try TempDirectory()
         let key = try SymmetricKey.random()
-        var rng = SeededGenerator(seed: 1)
+        var rng = SplitMix64(seed: 1)
         let data = FormatFixture.randomBytes(3 * 4096 + 100, using: &rng)
         do {
             let file = try BackingFile(path: dir.file("f"))
@@ -39,7 +40,7 @@ struct FormatRoundTripTests {
     func writesAcrossBoundaries(kind: ContentKind) throws {
         let dir = try TempDirectory()
         let key = try SymmetricKey.random()
-        var rng = SeededGenerator(seed: 2)
+        var rng = SplitMix64(seed: 2)
         let base = FormatFixture.randomBytes(4 * 4096 + 33, using: &rng)
         for offset in Self.boundaryOffsets {
             for length in Self.boundaryLengths {
@@ -83,7 +84,7 @@ struct FormatRoundTripTests {
     func truncateDownUp(kind: ContentKind) throws {
         let dir = try TempDirectory()
         let key = try SymmetricKey.random()
-        var rng = SeededGenerator(seed: 3)
+        var rng = SplitMix64(seed: 3)
         let data = FormatFixture.randomBytes(5 * 4096 + 77, using: &rng)
         for cut in [0, 1, 100, 4095, 4096, 4097, 10000, 5 * 4096] {
             let path = dir.file("t-\(cut)")
@@ -127,10 +128,10 @@ struct FormatRoundTripTests {
         defer { withExtendedLifetime(file) {} }
         var content = try FormatFixture.makeContent(kind, file: file, accountKey: key)
         var model: [UInt8] = []
-        var rng = SeededGenerator(seed: 0x5EED_0000 + UInt64(ContentKind.allCases.firstIndex(of: kind) ?? 0))
+        var rng = SplitMix64(seed: 0x5EED_0000 + UInt64(ContentKind.allCases.firstIndex(of: kind) ?? 0))
         let interesting = [0, 1, 4095, 4096, 4097, 8192, 12288]
 
-        func randomOffset(_ rng: inout SeededGenerator) -> Int {
+        func randomOffset(_ rng: inout SplitMix64) -> Int {
             switch Int.random(in: 0..<4, using: &rng) {
             case 0: return Int.random(in: 0...(model.count + 10_000), using: &rng)
             case 1: return interesting[Int.random(in: 0..<interesting.count, using: &rng)] + Int.random(in: -1...1, using: &rng) * Int.random(in: 0...1, using: &rng)
@@ -139,7 +140,7 @@ struct FormatRoundTripTests {
             }
         }
 
-        func randomLength(_ rng: inout SeededGenerator) -> Int {
+        func randomLength(_ rng: inout SplitMix64) -> Int {
             switch Int.random(in: 0..<50, using: &rng) {
             case 0: return Int.random(in: 64 * 4096...(70 * 4096), using: &rng)   // crosses a write chunk
             case 1...10: return interesting[Int.random(in: 0..<interesting.count, using: &rng)]
@@ -199,7 +200,7 @@ struct FormatRoundTripTests {
         let file = try BackingFile(path: dir.file("r"))
         defer { withExtendedLifetime(file) {} }
         let content = try FormatFixture.makeContent(.encrypted, file: file, accountKey: oldKey)
-        var rng = SeededGenerator(seed: 9)
+        var rng = SplitMix64(seed: 9)
         let data = FormatFixture.randomBytes(9000, using: &rng)
         try FormatFixture.write(content, data, at: 0)
         let header = try #require(content.header)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 /// Tampering with an encrypted file must give MAMError.authenticationFailed, never other bytes.
 @Suite("Format tamper detection")
@@ -17,7 +18,7 @@ struct FormatTamperTests {
         init(seed: UInt64 = 11, size: Int = 2 * 4096 + 1000, accountKey: SymmetricKey? = nil, fileKey: SymmetricKey? = nil) throws {
             dir = try TempDirectory()
             self.accountKey = try accountKey ?? SymmetricKey.random()
-            var rng = SeededGenerator(seed: seed)
+            var rng = SplitMix64(seed: seed)
             plaintext = FormatFixture.randomBytes(size, using: &rng)
             let key = try fileKey ?? SymmetricKey.random()
             header = try ProtectedFileHeader(owner: FormatFixture.owner, keyId: 1, fileId: try SecureRandom.bytes(16),
@@ -223,7 +224,7 @@ struct FormatTamperTests {
     @Test("appended garbage is detected", arguments: [1, 28, 29, 100, 4096, 4124, 4124 + 29])
     func appendGarbage(count: Int) throws {
         let sample = try Sample()
-        var rng = SeededGenerator(seed: UInt64(count))
+        var rng = SplitMix64(seed: UInt64(count))
         _ = sample.rejects(sample.stored + FormatFixture.randomBytes(count, using: &rng), "\(count) bytes appended")
         // Also after a file that ends exactly at a block boundary.
         let aligned = try Sample(seed: 12, size: 2 * 4096)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 @Suite("PathName")
 struct PathNameTests {

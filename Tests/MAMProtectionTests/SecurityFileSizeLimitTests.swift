@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 /// The largest plaintext size of each content kind is the largest whose stored size still fits
 /// in off_t; offsets and sizes past it are EFBIG (negative ones EINVAL), never an arithmetic trap.

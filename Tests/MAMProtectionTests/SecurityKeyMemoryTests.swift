@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 /// Records the bytes of every `SecretBuffer` released while it is installed.
 final class ReleasedSecrets: @unchecked Sendable {

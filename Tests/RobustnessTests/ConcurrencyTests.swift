@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// Part 6: concurrency at scale through several processes, everything under timeouts.
 @Suite("Concurrency at scale")

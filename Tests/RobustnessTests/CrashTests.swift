@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import MAMTestSupport
 
 /// Reads every file below `directory` through python (Scripts/read_all.py):
 /// path -> [size, sha256] or ["error", ERRNO].
@@ -8,7 +9,7 @@ func readAll(_ directory: String, timeout: TimeInterval = 120) throws -> [String
     let script = Robust.root + "/Tests/RobustnessTests/Scripts/read_all.py"
     let result = try shell("python3 \(shellQuote(script)) \(shellQuote(directory))", timeout: timeout)
     guard result.status == 0, let object = try? JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: [Any]] else {
-        throw RobustError(description: "read_all failed (\(result.status)): \(result.err)")
+        throw TestSupportError("read_all failed (\(result.status)): \(result.err)")
     }
     return object
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import MAMTestSupport
 
 /// Part 1: Tools/fsdiff.py applies seeded random operation sequences to a mount and to a plain
 /// directory and compares every result. CI: 4 seeds x 25,000 ops per mount kind (200,000 in
@@ -19,7 +20,7 @@ struct DifferentialTests {
         return dir
     }
 
-    static func runFsdiff(_ mount: RobustMount, _ arguments: [String], timeout: TimeInterval) throws -> ShellResult {
+    static func runFsdiff(_ mount: RobustMount, _ arguments: [String], timeout: TimeInterval) throws -> ProcessResult {
         let ref = try referenceDirectory(mount)
         defer { try? FileManager.default.removeItem(atPath: ref) }
         let command = (["python3", Robust.fsdiff] + arguments.prefix(1) + ["--mount", mount.mountpoint, "--ref", ref]
@@ -27,7 +28,7 @@ struct DifferentialTests {
         return try shell(command, timeout: timeout)
     }
 
-    static func summary(_ result: ShellResult) -> [String: Any]? {
+    static func summary(_ result: ProcessResult) -> [String: Any]? {
         guard let last = result.out.split(separator: "\n").last,
               let object = try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any] else { return nil }
         return object

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import MAMTestSupport
 
 /// A 4 MiB tmpfs mounted for one test and always unmounted (lazily as a fallback).
 final class SmallTmpfs {
@@ -11,7 +12,7 @@ final class SmallTmpfs {
         path = "/tmp/mamfs-full-\(UUID().uuidString.prefix(10).lowercased())"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let result = try shell("mount -t tmpfs -o size=\(size),mode=0755 tmpfs \(shellQuote(path))", timeout: 20)
-        guard result.status == 0 else { throw RobustError(description: "mount tmpfs failed: \(result.err)") }
+        guard result.status == 0 else { throw TestSupportError("mount tmpfs failed: \(result.err)") }
         mounted = true
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// Part 5: libFuzzer over ProtectedFileHeader.decode and DataProtectionManager.unprotect
 /// (Tools/fuzz: swiftc -sanitize=fuzzer,address), bounded in CI; saved crash inputs replay here.
@@ -55,7 +56,7 @@ struct FuzzTests {
         let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: root), passphraseFile: nil)
         let account = "8c7f3e1a-0000-4000-8000-000000000001"
         _ = try context.enrollment.enroll(accountId: account, upn: nil, policy: .demoEncrypting)
-        var rng = SplitMix(seed: 2026)
+        var rng = SplitMix64(seed: 2026)
         let iterations = Robust.soak ? 1_000_000 : 20_000
         var accepted = 0
         for i in 0..<iterations {

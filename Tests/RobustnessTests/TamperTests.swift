@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MAMProtection
 import Testing
+import MAMTestSupport
 
 /// Part 4: tampered backing files through the mount and through the CLI.
 @Suite("Tampered files through the mount and the CLI")
@@ -18,7 +19,7 @@ struct TamperTests {
     static let block = 4124
 
     static func tampers(seed: UInt64) -> [Tamper] {
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(seed: seed)
         var list: [Tamper] = []
         // Bit flips: every header byte after the magic, and random body bytes.
         var offsets = Set([8, 9, 10, 11, 12, 13, 48, 49, 52, 53, 68, 69, 80, 81, 112, 113, 128])
@@ -81,7 +82,7 @@ struct TamperTests {
         let mount = try RobustMount(.managed)
         defer { mount.close() }
         // Three blocks and a short fourth one.
-        var rng = SplitMix(seed: 42)
+        var rng = SplitMix64(seed: 42)
         let plaintext = (0..<(3 * 4096 + 1000)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         try Data(plaintext).write(to: URL(fileURLWithPath: mount.mountpoint + "/a"))
         try Data(plaintext.reversed()).write(to: URL(fileURLWithPath: mount.mountpoint + "/b"))
@@ -180,18 +181,5 @@ struct TamperTests {
         #expect(stat.status != 0 && stat.err.contains("Input/output error"), "\(stat.err)")
         usleep(50_000)
         #expect(mount.logText.contains("badflags") && mount.logText.contains("cutheader"), "log: \(mount.logText)")
-    }
-}
-
-/// A small deterministic generator (SplitMix64) for reproducible tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

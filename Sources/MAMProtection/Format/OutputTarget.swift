@@ -8,7 +8,7 @@ enum OutputTarget {
     /// Checks that `path` is absent or a regular file (not following a final symlink). An
     /// in-place rewrite (`inPlace`) goes through the same check: renaming the new file over a
     /// symlink would replace the link and leave the file it points to as it was.
-    /// - Throws: `.cannotCreateOutput` (exit 73) naming what is there instead.
+    /// - Throws: `.cannotCreateOutput` (`ExitCode.cantCreate`) naming what is there instead.
     static func requireReplaceable(_ path: String, inPlace: Bool = false) throws {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }

@@ -7,17 +7,7 @@ struct MountPoints {
     /// The current mount points; empty when /proc is not mounted (the st_dev check of the
     /// wipe still applies then).
     static func current() -> MountPoints {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else {
-            return MountPoints(paths: [])
-        }
-        var paths = Set<String>()
-        for line in text.split(separator: "\n") {
-            // Fields: mount id, parent id, major:minor, root, mount point, ...
-            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 4 else { continue }
-            paths.insert(unescape(fields[4]))
-        }
-        return MountPoints(paths: paths)
+        MountPoints(paths: Set(MountInfo.current()?.entries.map(\.mountPoint) ?? []))
     }
 
     /// True when `path` (a kernel path, see `kernelPath(of:)`) is a mount point.
@@ -32,23 +22,5 @@ struct MountPoints {
         guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
               path.hasPrefix("/"), !path.hasSuffix(" (deleted)") else { return nil }
         return path
-    }
-
-    /// mountinfo writes space, tab, newline and backslash as \ooo octal escapes.
-    private static func unescape(_ field: Substring) -> String {
-        var bytes: [UInt8] = []
-        let raw = Array(field.utf8)
-        var index = 0
-        while index < raw.count {
-            if raw[index] == UInt8(ascii: "\\"), index + 3 < raw.count,
-               let value = UInt8(String(decoding: raw[(index + 1)...(index + 3)], as: UTF8.self), radix: 8) {
-                bytes.append(value)
-                index += 4
-            } else {
-                bytes.append(raw[index])
-                index += 1
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -5,8 +5,8 @@ import Foundation
 /// file (another user could swap the database or the key and read what is then protected).
 extension StateDirectory {
     /// Checks an existing state directory before its database is opened.
-    /// - Throws: `.system(errno: EACCES)` ("permission denied", exit 77) when this user cannot
-    ///   read the directory or its database; `.system(errno: EPERM)` (exit 77) when the directory,
+    /// - Throws: `.system(errno: EACCES)` ("permission denied", `ExitCode.noPerm`) when this user cannot
+    ///   read the directory or its database; `.system(errno: EPERM)` (`ExitCode.noPerm`) when the directory,
     ///   `state.db`, `state.db-wal` or `state.db-shm` is owned by another user or writable by
     ///   group or others, or `master.key` is owned by another user or readable or writable by
     ///   group or others. A missing directory is not an error here (opening then reports that

@@ -21,7 +21,7 @@ extension StateStore {
     /// Checkpoints the WAL into the database and truncates it (waiting for readers through
     /// the busy timeout), then reads `state.db` and `state.db-wal` and searches them for each
     /// of `wrapped` (blobs of 16 bytes or more; real wrapped keys are 60).
-    /// - Throws: `.system(errno: EBUSY)` (exit 74) when the checkpoint could not finish or a
+    /// - Throws: `.system(errno: EBUSY)` (`ExitCode.ioErr`) when the checkpoint could not finish or a
     ///   wrapped key is still in either file: the keys are deleted from the table but their
     ///   bytes may remain on disk until the other connections close.
     public func requireKeyBytesGone(_ wrapped: [Data]) throws {

@@ -2,78 +2,7 @@ import Foundation
 import Glibc
 import MAMProtection
 @testable import MAMFS
-
-/// Output of a shell script run by a test.
-struct ShellResult {
-    let status: Int32
-    let out: String
-    let err: String
-}
-
-enum MamfsBinary {
-    /// The built `mamfs`: `$MAMFS_BIN`, else the first directory above the test bundle (or
-    /// argv[0]) holding an executable `mamfs`.
-    static let path: String = {
-        if let explicit = ProcessInfo.processInfo.environment["MAMFS_BIN"], !explicit.isEmpty { return explicit }
-        for start in [Bundle.main.bundlePath, CommandLine.arguments.first ?? ""] where !start.isEmpty {
-            var directory = URL(fileURLWithPath: start).standardizedFileURL
-            for _ in 0..<8 {
-                let candidate = directory.appendingPathComponent("mamfs").path
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
-                   FileManager.default.isExecutableFile(atPath: candidate) {
-                    return candidate
-                }
-                directory.deleteLastPathComponent()
-            }
-        }
-        return "mamfs"
-    }()
-}
-
-/// Runs `script` with bash; outputs go through files so large outputs cannot deadlock.
-func shell(_ script: String, environment extra: [String: String] = [:], timeout: TimeInterval = 300) throws -> ShellResult {
-    let id = UUID().uuidString
-    let outPath = NSTemporaryDirectory() + "mamfs-sh-\(id).out"
-    let errPath = NSTemporaryDirectory() + "mamfs-sh-\(id).err"
-    FileManager.default.createFile(atPath: outPath, contents: nil)
-    FileManager.default.createFile(atPath: errPath, contents: nil)
-    defer {
-        try? FileManager.default.removeItem(atPath: outPath)
-        try? FileManager.default.removeItem(atPath: errPath)
-    }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = ["-c", script]
-    var environment = ProcessInfo.processInfo.environment
-    environment["MAMFS_STATE"] = nil
-    environment["LC_ALL"] = "C"
-    environment["TZ"] = "UTC"
-    for (key, value) in extra { environment[key] = value }
-    process.environment = environment
-    process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-    process.standardOutput = FileHandle(forWritingAtPath: outPath)
-    process.standardError = FileHandle(forWritingAtPath: errPath)
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning {
-        if Date() > deadline {
-            kill(-process.processIdentifier, SIGKILL)
-            process.terminate()
-            break
-        }
-        usleep(5_000)
-    }
-    process.waitUntilExit()
-    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    return ShellResult(status: process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus,
-                       out: out, err: err)
-}
-
-struct FixtureError: Error, CustomStringConvertible {
-    let description: String
-}
+import MAMTestSupport
 
 /// A real mount for one test: unique temp directories, a fresh state, the mount, and a
 /// teardown that always unmounts (timeout, then lazy unmount) and stops the daemon.
@@ -85,8 +14,8 @@ final class MountedFixture: @unchecked Sendable {
         case unmanaged
     }
 
-    static let account = "8c7f3e1a-0000-4000-8000-00000000a11c"
-    static let otherAccount = "8c7f3e1a-0000-4000-8000-00000000b0b0"
+    static let account = MamfsCLI.managedAccount
+    static let otherAccount = MamfsCLI.otherAccount
 
     let kind: Kind
     let base: String
@@ -120,10 +49,7 @@ final class MountedFixture: @unchecked Sendable {
         for dir in [base, backing, mountpoint, plain] {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
-        let policy = base + "/policy.json"
-        try Data(#"{"fileEncryptionRequired": true, "fileProviderEncryptFiles": true}"#.utf8).write(to: URL(fileURLWithPath: policy))
-        try mamfs(["init"])
-        try mamfs(["enroll", MountedFixture.account, "--policy", policy])
+        try MamfsCLI.initAndEnroll(state: state, account: MountedFixture.account, policyFile: base + "/policy.json")
         try mount(options: options, launcher: launcher)
     }
 
@@ -134,12 +60,12 @@ final class MountedFixture: @unchecked Sendable {
 
     /// Runs the mamfs CLI on this fixture's state.
     @discardableResult
-    func mamfs(_ arguments: [String], check: Bool = true) throws -> ShellResult {
-        try runMamfs(arguments, state: state, check: check)
+    func mamfs(_ arguments: [String], check: Bool = true) throws -> ProcessResult {
+        try MamfsCLI.run(arguments, state: state, check: check)
     }
 
     /// Runs a bash script with $M, $B, $P, $S, $MAMFS, $ACCT set, in the mountpoint.
-    func sh(_ script: String, timeout: TimeInterval = 300) throws -> ShellResult {
+    func sh(_ script: String, timeout: TimeInterval = 300) throws -> ProcessResult {
         try shell("cd \"$M\" && " + script, environment: environment, timeout: timeout)
     }
 
@@ -164,7 +90,7 @@ final class MountedFixture: @unchecked Sendable {
             }
             let logText = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             guard logText.contains("not available in this build"), launcher.isEmpty else {
-                throw FixtureError(description: "mamfs mount failed (\(result.status)): \(logText)")
+                throw TestSupportError("mamfs mount failed (\(result.status)): \(logText)")
             }
         }
         try mountInProcess(options: options)
@@ -176,12 +102,12 @@ final class MountedFixture: @unchecked Sendable {
         var options = MountOptions(backingDirectory: backing, mountpoint: mountpoint,
                                    account: isManaged ? MountedFixture.account : "", foreground: true,
                                    fuseOptions: fuseOptions, stateDirectory: state)
-        let plan = try MountCommand.prepare(&options, context: context)
+        let plan = try MountDaemon.prepare(&options, context: context)
         let ready = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         let finalOptions = options
         let thread = Thread {
-            _ = try? MountCommand.serve(options: finalOptions, plan: plan, context: context, installSignalHandlers: false) { _ in
+            _ = try? MountDaemon.serve(options: finalOptions, plan: plan, context: context, installSignalHandlers: false) { _ in
                 ready.signal()
             }
             ready.signal()
@@ -191,13 +117,10 @@ final class MountedFixture: @unchecked Sendable {
         ready.wait()
         inProcessDone = done
         mounted = isMounted
-        guard mounted else { throw FixtureError(description: "in-process mount failed") }
+        guard mounted else { throw TestSupportError("in-process mount failed") }
     }
 
-    var isMounted: Bool {
-        let mountinfo = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-        return mountinfo.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == mountpoint }
-    }
+    var isMounted: Bool { FuseMounts.isMounted(mountpoint) }
 
     /// The `mamfs mount` daemon serving this mount (nil for in-process mounts).
     var daemonPID: pid_t? { daemonPIDs.first }
@@ -209,32 +132,24 @@ final class MountedFixture: @unchecked Sendable {
     }
 
     /// PIDs of daemons serving this mountpoint.
-    private var daemonPIDs: [pid_t] { mamfsDaemonPIDs(serving: mountpoint) }
+    private var daemonPIDs: [pid_t] { FuseMounts.daemonPIDs(serving: mountpoint) }
 
-    /// Unmounts (fusermount3 -u, then -uz) and makes sure the daemon is gone. Idempotent.
+    /// Unmounts (`FuseMounts.unmount`) and makes sure the daemon is gone. Idempotent.
     func close() {
         guard mounted else { return }
         mounted = false
         let pids = daemonPIDs
-        for attempt in 0..<20 {
-            let lazy = attempt >= 10 ? "z" : ""
-            _ = try? shell("fusermount3 -u\(lazy) \(shellQuote(mountpoint)) 2>/dev/null", timeout: 20)
-            if !isMounted { break }
-            usleep(200_000)
-        }
+        FuseMounts.unmount(mountpoint)
         if let done = inProcessDone {
             _ = done.wait(timeout: .now() + 20)
         }
-        for pid in pids {
-            for _ in 0..<50 where kill(pid, 0) == 0 { usleep(100_000) }
-            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
-        }
+        FuseMounts.reap(pids)
     }
 
     /// The parsed header of a backing file (nil when untagged).
     func backingHeader(_ relative: String) throws -> ProtectedFileHeader? {
         let fd = open(backing + "/" + relative, O_RDONLY)
-        guard fd >= 0 else { throw FixtureError(description: "cannot open backing \(relative): errno \(errno)") }
+        guard fd >= 0 else { throw TestSupportError("cannot open backing \(relative): errno \(errno)") }
         defer { Glibc.close(fd) }
         return try ProtectedFileHeader.read(fd: fd)
     }
@@ -257,10 +172,6 @@ final class MountedFixture: @unchecked Sendable {
     var expectedOwner: String { isManaged ? MountedFixture.account : "" }
 }
 
-func shellQuote(_ text: String) -> String {
-    "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
-}
-
 /// Runs `body` with a fresh mount and always tears it down.
 func withMount<R>(_ kind: MountedFixture.Kind, options: [String] = [], _ body: (MountedFixture) throws -> R) throws -> R {
     let fixture = try MountedFixture(kind, options: options)
@@ -268,24 +179,3 @@ func withMount<R>(_ kind: MountedFixture.Kind, options: [String] = [], _ body: (
     return try body(fixture)
 }
 
-/// PIDs of `mamfs mount` daemons (other than this process) serving `mountpoint`.
-func mamfsDaemonPIDs(serving mountpoint: String) -> [pid_t] {
-    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
-    return entries.compactMap { entry -> pid_t? in
-        guard let pid = pid_t(entry), pid != getpid(),
-              let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
-        let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-        return args.contains("mount") && args.contains(mountpoint) ? pid : nil
-    }
-}
-
-/// Runs the mamfs CLI with `--state state`; with `check`, a non-zero exit throws.
-@discardableResult
-func runMamfs(_ arguments: [String], state: String, check: Bool = true) throws -> ShellResult {
-    let quoted = ([MamfsBinary.path] + arguments + ["--state", state]).map(shellQuote).joined(separator: " ")
-    let result = try shell(quoted)
-    if check && result.status != 0 {
-        throw FixtureError(description: "mamfs \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)")
-    }
-    return result
-}

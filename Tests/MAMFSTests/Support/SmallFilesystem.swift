@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import MAMTestSupport
 
 /// A small filesystem mounted for one test (as root) and always unmounted, lazily as a fallback:
 /// a tmpfs, or ext4 on a loop device (ext4 keeps what a failed fallocate allocated; tmpfs
@@ -26,7 +27,7 @@ final class SmallFilesystem: @unchecked Sendable {
         let result = try shell(command, timeout: 60)
         guard result.status == 0 else {
             try? FileManager.default.removeItem(atPath: image)
-            throw FixtureError(description: "mounting a small \(kind) failed: \(result.err)")
+            throw TestSupportError("mounting a small \(kind) failed: \(result.err)")
         }
         mounted = true
     }

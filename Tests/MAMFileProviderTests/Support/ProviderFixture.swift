@@ -2,43 +2,34 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 /// A fresh state (with one enrolled managed account), a remote directory and a local root per
 /// test, all under one temp directory removed afterwards.
 final class ProviderFixture {
-    static let managedId = "8c7f3e1a-0000-4000-8000-000000000001"
-    static let managedUPN = "Alice@Contoso.com"
+    static let managedId = StateFixture.managedId
+    static let managedUPN = StateFixture.managedUPN
     /// A GUID that is never registered: an unmanaged identity.
-    static let unmanagedId = "1b2c3d4e-0000-4000-8000-000000000002"
+    static let unmanagedId = StateFixture.otherId
 
+    /// The state, enrolled account and temp directory (removed, permissions restored first).
+    let state: StateFixture
     let root: String
     let remoteRoot: String
     let localRoot: String
     let outside: String
-    let context: ProtectionContext
+    var context: ProtectionContext { state.context }
 
     /// - Parameter policy: the managed account's policy (nil: nobody enrolled).
     init(policy: Policy? = .demoEncrypting) throws {
-        var template = Array("/tmp/mamfs-fp-test-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw MAMError.fromErrno("mkdtemp")
-        }
-        root = String(cString: made)
+        state = try StateFixture(enroll: policy, prefix: "mamfs-fp-test")
+        root = state.root
         remoteRoot = root + "/remote"
         localRoot = root + "/local"
         outside = root + "/outside"
         for directory in [remoteRoot, localRoot, outside] {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
-        context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: root + "/state"), passphraseFile: nil)
-        if let policy {
-            try context.enrollment.enroll(accountId: Self.managedId, upn: Self.managedUPN, policy: policy)
-        }
-    }
-
-    deinit {
-        chmodTree(root)
-        try? FileManager.default.removeItem(atPath: root)
     }
 
     // MARK: Providers
@@ -88,21 +79,10 @@ final class ProviderFixture {
         return path
     }
 
-    func read(_ path: String) throws -> [UInt8] {
-        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-    }
+    func read(_ path: String) throws -> [UInt8] { try state.read(path) }
 
     /// The plaintext of a (possibly protected) file through `ProtectionContext.openContent`.
-    func plaintext(_ path: String) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw MAMError.fromErrno(path) }
-        defer { close(fd) }
-        let content = try context.openContent(fd: fd)
-        let size = Int(try content.plaintextSize())
-        var out = [UInt8](repeating: 0, count: size)
-        let n = try out.withUnsafeMutableBytes { try content.read(into: $0, at: 0) }
-        return Array(out.prefix(n))
-    }
+    func plaintext(_ path: String) throws -> [UInt8] { try state.plaintext(path) }
 
     func header(_ path: String) throws -> ProtectedFileHeader? {
         let fd = open(path, O_RDONLY)
@@ -158,24 +138,6 @@ final class ProviderFixture {
             if relative.contains(".mamfs-tmp-") { result.append(relative) }
         }
         return result
-    }
-
-    private func chmodTree(_ path: String) {
-        guard let enumerator = FileManager.default.enumerator(atPath: path) else { return }
-        chmod(path, 0o755)
-        while let relative = enumerator.nextObject() as? String {
-            let child = path + "/" + relative
-            var st = stat()
-            if lstat(child, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { chmod(child, 0o755) }
-        }
-    }
-}
-
-func randomBytes(_ count: Int, seed: UInt64 = 42) -> [UInt8] {
-    var state = seed &* 6364136223846793005 &+ 1442695040888963407
-    return (0..<count).map { _ in
-        state = state &* 6364136223846793005 &+ 1442695040888963407
-        return UInt8(truncatingIfNeeded: state >> 33)
     }
 }
 

@@ -1,37 +1,12 @@
 import Foundation
 import Glibc
 import MAMProtection
-
-/// Output of a command run by a test.
-struct ShellResult {
-    let status: Int32
-    let out: String
-    let err: String
-}
-
-struct RobustError: Error, CustomStringConvertible {
-    let description: String
-}
+import MAMTestSupport
 
 /// Paths the robustness tests need: the built `mamfs`, the repository root, the tools.
 enum Robust {
-    /// `$MAMFS_BIN`, else the first directory above the test bundle holding an executable `mamfs`.
-    static let mamfs: String = {
-        if let explicit = ProcessInfo.processInfo.environment["MAMFS_BIN"], !explicit.isEmpty { return explicit }
-        for start in [Bundle.main.bundlePath, CommandLine.arguments.first ?? ""] where !start.isEmpty {
-            var directory = URL(fileURLWithPath: start).standardizedFileURL
-            for _ in 0..<8 {
-                let candidate = directory.appendingPathComponent("mamfs").path
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
-                   FileManager.default.isExecutableFile(atPath: candidate) {
-                    return candidate
-                }
-                directory.deleteLastPathComponent()
-            }
-        }
-        return "mamfs"
-    }()
+    /// The built `mamfs` (`MamfsBinary.path`).
+    static var mamfs: String { MamfsBinary.path }
 
     /// The package root (this file is Tests/RobustnessTests/Support/RobustMount.swift).
     static let root: String = {
@@ -52,53 +27,6 @@ enum Robust {
     }
 }
 
-/// Runs `script` with bash in its own process group; outputs go through files; on timeout
-/// the whole group gets SIGKILL and the status is 124.
-@discardableResult
-func shell(_ script: String, environment extra: [String: String] = [:], timeout: TimeInterval = 120) throws -> ShellResult {
-    let id = UUID().uuidString
-    let outPath = NSTemporaryDirectory() + "mamfs-rsh-\(id).out"
-    let errPath = NSTemporaryDirectory() + "mamfs-rsh-\(id).err"
-    FileManager.default.createFile(atPath: outPath, contents: nil)
-    FileManager.default.createFile(atPath: errPath, contents: nil)
-    defer {
-        try? FileManager.default.removeItem(atPath: outPath)
-        try? FileManager.default.removeItem(atPath: errPath)
-    }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/setsid")
-    process.arguments = ["--wait", "/bin/bash", "-c", script]
-    var environment = ProcessInfo.processInfo.environment
-    environment["MAMFS_STATE"] = nil
-    environment["LC_ALL"] = "C"
-    for (key, value) in extra { environment[key] = value }
-    process.environment = environment
-    process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-    process.standardOutput = FileHandle(forWritingAtPath: outPath)
-    process.standardError = FileHandle(forWritingAtPath: errPath)
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    var timedOut = false
-    while process.isRunning {
-        if Date() > deadline {
-            timedOut = true
-            kill(-process.processIdentifier, SIGKILL)
-            break
-        }
-        usleep(5_000)
-    }
-    process.waitUntilExit()
-    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    if timedOut { return ShellResult(status: 124, out: out, err: err + "\n(timed out after \(Int(timeout)) s)") }
-    return ShellResult(status: process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus,
-                       out: out, err: err)
-}
-
-func shellQuote(_ text: String) -> String {
-    "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
-}
-
 /// Milliseconds since `start`, for the per-part timings the tests print.
 func elapsed(_ start: Date) -> String { String(format: "%.1f s", Date().timeIntervalSince(start)) }
 
@@ -109,8 +37,8 @@ final class RobustMount: @unchecked Sendable {
         case managed, unmanaged
     }
 
-    static let account = "8c7f3e1a-0000-4000-8000-00000000a11c"
-    static let otherAccount = "8c7f3e1a-0000-4000-8000-00000000b0b0"
+    static let account = MamfsCLI.managedAccount
+    static let otherAccount = MamfsCLI.otherAccount
 
     let kind: Kind
     let base: String
@@ -137,10 +65,7 @@ final class RobustMount: @unchecked Sendable {
         for dir in [base, backing, mountpoint] {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
-        let policy = base + "/policy.json"
-        try Data(#"{"fileEncryptionRequired": true, "fileProviderEncryptFiles": true}"#.utf8).write(to: URL(fileURLWithPath: policy))
-        try mamfs(["init"])
-        try mamfs(["enroll", RobustMount.account, "--policy", policy])
+        try MamfsCLI.initAndEnroll(state: state, account: RobustMount.account, policyFile: base + "/policy.json")
         if mount { try self.mount() }
     }
 
@@ -150,16 +75,11 @@ final class RobustMount: @unchecked Sendable {
     }
 
     @discardableResult
-    func mamfs(_ arguments: [String], check: Bool = true, timeout: TimeInterval = 60) throws -> ShellResult {
-        let quoted = ([Robust.mamfs] + arguments + ["--state", state]).map(shellQuote).joined(separator: " ")
-        let result = try shell(quoted, timeout: timeout)
-        if check && result.status != 0 {
-            throw RobustError(description: "mamfs \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.err)")
-        }
-        return result
+    func mamfs(_ arguments: [String], check: Bool = true, timeout: TimeInterval = 60) throws -> ProcessResult {
+        try MamfsCLI.run(arguments, state: state, check: check, timeout: timeout)
     }
 
-    func sh(_ script: String, timeout: TimeInterval = 120) throws -> ShellResult {
+    func sh(_ script: String, timeout: TimeInterval = 120) throws -> ProcessResult {
         try shell("cd \"$M\" && " + script, environment: environment, timeout: timeout)
     }
 
@@ -171,27 +91,16 @@ final class RobustMount: @unchecked Sendable {
         guard result.status == 0, isMounted else {
             let logText = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             close()
-            throw RobustError(description: "mamfs mount failed (\(result.status)): \(logText)")
+            throw TestSupportError("mamfs mount failed (\(result.status)): \(logText)")
         }
         mounted = true
         daemons = Array(Set(daemons + daemonPIDs))
     }
 
-    var isMounted: Bool {
-        let mountinfo = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-        return mountinfo.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == mountpoint }
-    }
+    var isMounted: Bool { FuseMounts.isMounted(mountpoint) }
 
     /// PIDs of `mamfs mount` daemons serving this mountpoint (from /proc/*/cmdline).
-    var daemonPIDs: [pid_t] {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
-        return entries.compactMap { entry -> pid_t? in
-            guard let pid = pid_t(entry), pid != getpid(),
-                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
-            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            return args.contains("mount") && args.contains(mountpoint) ? pid : nil
-        }
-    }
+    var daemonPIDs: [pid_t] { FuseMounts.daemonPIDs(serving: mountpoint) }
 
     /// SIGKILL to the daemon, then a lazy unmount of the dead mount.
     func crash() -> pid_t? {
@@ -206,22 +115,10 @@ final class RobustMount: @unchecked Sendable {
         return pid
     }
 
-    /// Unmounts (fusermount3 -u, then -uz) and makes sure every daemon is gone. Idempotent.
+    /// Unmounts (`FuseMounts.tearDown`) and makes sure every daemon is gone. Idempotent.
     func close() {
-        let pids = Array(Set(daemons + daemonPIDs))
-        if mounted || isMounted {
-            for attempt in 0..<16 {
-                let lazy = attempt >= 8 ? "z" : ""
-                _ = try? shell("fusermount3 -u\(lazy) \(shellQuote(mountpoint)) 2>/dev/null", timeout: 20)
-                if !isMounted { break }
-                usleep(200_000)
-            }
-        }
+        FuseMounts.tearDown(mountpoint, daemons: daemons)
         mounted = false
-        for pid in pids {
-            for _ in 0..<50 where kill(pid, 0) == 0 { usleep(100_000) }
-            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
-        }
         daemons = []
     }
 

@@ -10,7 +10,7 @@ enum ProviderVerbs {
     static let sync = Verb(
         "provider sync",
         usage: ["mamfs provider sync BACKING [--remote DIR] [--account ACCOUNT] [--state DIR]"],
-        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. Shows progress when stderr is a terminal. Exit 0 clean, 75 remote unreachable (retry later), 77 an upload was refused by policy, 74 other item errors.",
+        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. Shows progress when stderr is a terminal. Exit \(ExitCode.ok) clean, \(ExitCode.tempFail) remote unreachable (retry later), \(ExitCode.noPerm) an upload was refused by policy, \(ExitCode.ioErr) other item errors.",
         options: ["--remote DIR            the remote directory; needed the first time, must match afterwards",
                   "--account ACCOUNT       the domain's account the first time (default: unmanaged)"],
         spec: ArgumentSpec(options: ["--remote", "--account"], positionals: 1...1),
@@ -30,14 +30,14 @@ enum ProviderVerbs {
     static let evict = Verb(
         "provider evict",
         usage: ["mamfs provider evict PATH [--state DIR]"],
-        summary: "Drop the local contents of the non-replicated provider file PATH and keep its placeholder; the next open downloads it again. Refused (exit 73) while it has changes not uploaded yet.",
+        summary: "Drop the local contents of the non-replicated provider file PATH and keep its placeholder; the next open downloads it again. Refused (exit \(ExitCode.cantCreate)) while it has changes not uploaded yet.",
         spec: ArgumentSpec(positionals: 1...1),
         run: runEvict)
 
     static let importFile = Verb(
         "provider import",
         usage: ["mamfs provider import FILE --to DIR [--state DIR]"],
-        summary: "Bring FILE into the provider directory DIR (inside a mount, or its backing directory) and upload it: a protected FILE is decrypted to a copy first and only the plain copy is uploaded; when the domain's account may not receive FILE (receiveData policy) nothing is uploaded, FILE is left as it is and the exit code is 77.",
+        summary: "Bring FILE into the provider directory DIR (inside a mount, or its backing directory) and upload it: a protected FILE is decrypted to a copy first and only the plain copy is uploaded; when the domain's account may not receive FILE (receiveData policy) nothing is uploaded, FILE is left as it is and the exit code is \(ExitCode.noPerm).",
         options: ["--to DIR                the destination directory, inside a provider mount or root"],
         spec: ArgumentSpec(options: ["--to"], positionals: 1...1),
         run: runImport)
@@ -58,7 +58,7 @@ enum ProviderVerbs {
         return lines.joined(separator: "\n")
     }
 
-    static func runSync(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runSync(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let backing = arguments.positionals[0]
         if let remote = arguments.value("--remote"), remote.isEmpty { throw UsageError("--remote needs a directory") }
         let context = try invocation.openContext()
@@ -94,7 +94,7 @@ enum ProviderVerbs {
         return report.exitCode
     }
 
-    static func runStatus(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runStatus(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let path = arguments.positionals[0]
         let local = BackingPath.resolve(path)
         let status = try attempt(path) { try MAMFileProvider.ProviderCommands.status(path: local) }
@@ -141,14 +141,14 @@ enum ProviderVerbs {
         return ExitCode.ok
     }
 
-    static func runEvict(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runEvict(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let path = arguments.positionals[0]
         let local = BackingPath.resolve(path)
         try attempt(path) { try MAMFileProvider.ProviderCommands.evict(path: local) }
         return ExitCode.ok
     }
 
-    static func runImport(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runImport(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let source = arguments.positionals[0]
         guard let directory = arguments.value("--to") else { throw UsageError("missing --to DIR") }
         guard !directory.isEmpty else { throw UsageError("--to needs a directory") }
@@ -159,77 +159,5 @@ enum ProviderVerbs {
         }
         Output.line("Imported \(source) into \(directory) as item \(item.itemIdentifier.rawValue)")
         return ExitCode.ok
-    }
-}
-
-/// Maps a path inside a running `mamfs mount` to the same path in the mount's backing
-/// directory, where the provider root (with its hidden `.mamfs-provider`) is. The mount table
-/// (`/proc/self/mountinfo`) names each mamfs mount with file system type `fuse.mamfs` and
-/// source = the backing directory (`MountCommand` passes `fsname=BACKING`).
-enum BackingPath {
-    /// `path` made absolute with its directory resolved (the last component is not followed,
-    /// so a symlink is meant as itself), then mapped into the backing directory of the
-    /// innermost mamfs mount holding it; paths outside every mamfs mount come back resolved
-    /// but otherwise unchanged.
-    static func resolve(_ path: String) -> String {
-        let absolute = resolved(path)
-        var best: (mountpoint: String, source: String)?
-        for mount in mamfsMounts() where absolute == mount.mountpoint || absolute.hasPrefix(mount.mountpoint == "/" ? "/" : mount.mountpoint + "/") {
-            if best == nil || mount.mountpoint.count > best!.mountpoint.count { best = mount }
-        }
-        guard let best else { return absolute }
-        let rest = absolute.dropFirst(best.mountpoint.count)
-        return best.source + (best.mountpoint == "/" && !rest.isEmpty ? "/" + rest : String(rest))
-    }
-
-    /// For the file verbs (protect, info, encrypt, decrypt): `path` unchanged when it is outside
-    /// every mamfs mount, else the same file in the mount's backing directory. Through a mount
-    /// every file reads as plaintext, so working on the mount path would tag or encrypt the
-    /// plaintext view; the backing file is the protected one (a running mount picks up changes).
-    static func forFileVerb(_ path: String) -> String {
-        guard !mamfsMounts().isEmpty else { return path }
-        let mapped = resolve(path)
-        return mapped == resolved(path) ? path : mapped
-    }
-
-    /// The absolute path with symlinks in its directory part resolved.
-    static func resolved(_ path: String) -> String {
-        var absolute = path
-        if !path.hasPrefix("/") {
-            absolute = FileManager.default.currentDirectoryPath + "/" + path
-        }
-        absolute = URL(fileURLWithPath: absolute).standardizedFileURL.path
-        if let whole = realPath(absolute), isDirectoryNotLink(absolute) { return whole }
-        let parent = PathName.directory(of: absolute)
-        let name = PathName.lastComponent(of: absolute)
-        guard let resolvedParent = realPath(parent) else { return absolute }
-        return resolvedParent == "/" ? "/" + name : resolvedParent + "/" + name
-    }
-
-    private static func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
-
-    private static func isDirectoryNotLink(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-    }
-
-    /// Every mamfs mount of this mount namespace: (mountpoint, backing directory).
-    static func mamfsMounts() -> [(mountpoint: String, source: String)] {
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
-        var mounts: [(mountpoint: String, source: String)] = []
-        for line in table.split(separator: "\n") {
-            // id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-            let fields = line.split(separator: " ").map(String.init)
-            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 2 < fields.count,
-                  fields[dash + 1] == "fuse.mamfs" else { continue }
-            let source = MountCommands.unescapeMountField(fields[dash + 2])
-            guard source.hasPrefix("/") else { continue }
-            mounts.append((MountCommands.unescapeMountField(fields[4]), source))
-        }
-        return mounts
     }
 }

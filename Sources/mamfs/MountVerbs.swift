@@ -4,7 +4,7 @@ import MAMFileProvider
 import MAMProtection
 
 /// `mount` and `unmount`: the FUSE overlay of the MAMFS module.
-enum MountCommands {
+enum MountVerbs {
     static let mount = Verb(
         "mount",
         usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]",
@@ -30,7 +30,7 @@ enum MountCommands {
         spec: ArgumentSpec(positionals: 1...1),
         run: runUnmount)
 
-    static func runMount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runMount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let backing = arguments.positionals[0]
         let mountpoint = arguments.positionals[1]
         let provider = try providerOptions(arguments)
@@ -42,12 +42,12 @@ enum MountCommands {
                                    stateDirectory: invocation.stateDirectory.url.path,
                                    passphraseFile: invocation.passphraseFile)
         if let provider {
-            options.remote = BackingPath.resolved(provider.remote)
+            options.remote = MountTable.resolvedPath(provider.remote)
             options.provider = provider.kind
             options.syncInterval = provider.syncInterval
         }
         do {
-            return try MountCommand.run(options: options, context: context)
+            return try MountDaemon.run(options: options, context: context)
         } catch let failure as MountFailure {
             throw CommandFailure(subject: mountpoint, message: failure.description, exitCode: failure.exitCode)
         } catch {
@@ -83,7 +83,7 @@ enum MountCommands {
         return (remote, kind, seconds)
     }
 
-    static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> Int32 {
+    static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let mountpoint = arguments.positionals[0]
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -93,7 +93,7 @@ enum MountCommands {
             throw CommandFailure(subject: mountpoint, message: "not a mamfs mount", exitCode: ExitCode.noInput)
         }
         do {
-            try MountCommand.unmount(mountpoint: mountpoint)
+            try MountDaemon.unmount(mountpoint: mountpoint)
         } catch {
             throw CommandFailure(subject: mountpoint, message: "cannot unmount: not a mamfs mount, or not yours",
                                  exitCode: ExitCode.noInput)
@@ -101,35 +101,13 @@ enum MountCommands {
         return ExitCode.ok
     }
 
-    /// True when /proc/self/mountinfo lists `path` (resolved) as a FUSE mount, so `unmount`
+    /// True when the mount table lists `path` (resolved) as a FUSE mount, so `unmount`
     /// answers "not a mamfs mount" itself instead of passing fusermount3's complaints through.
+    /// Without a readable table, fusermount3 is left to decide.
     static func isFuseMount(_ path: String) -> Bool {
         guard let resolved = realpath(path, nil) else { return false }
         let target = String(cString: resolved)
         free(resolved)
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return true }
-        for line in table.split(separator: "\n") {
-            // fields: id parent major:minor root mountpoint options... - fstype source superoptions
-            let fields = line.split(separator: " ").map(String.init)
-            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
-            if unescapeMountField(fields[4]) == target && fields[dash + 1].hasPrefix("fuse") { return true }
-        }
-        return false
-    }
-
-    /// Undoes the octal escapes (\040 for a space...) of /proc/self/mountinfo.
-    static func unescapeMountField(_ field: String) -> String {
-        var bytes: [UInt8] = []
-        var input = Array(field.utf8)[...]
-        while let byte = input.popFirst() {
-            if byte == UInt8(ascii: "\\"), input.count >= 3,
-               let value = UInt8(String(decoding: input.prefix(3), as: UTF8.self), radix: 8) {
-                bytes.append(value)
-                input = input.dropFirst(3)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        return MountTable.current()?.isFuseMount(target) ?? true
     }
 }

@@ -2,15 +2,9 @@ import CFuse
 import Glibc
 import MAMProtection
 
-/// A mount that failed in the background daemon, reported to the waiting parent.
-public struct MountFailure: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    /// The sysexits code the CLI should exit with.
-    public let exitCode: Int32
-}
-
-/// `mamfs mount` and `mamfs unmount`.
-public enum MountCommand {
+/// The mount daemon: validates a mount request, forks the daemon that serves the FUSE session
+/// of `mamfs mount`, and unmounts for `mamfs unmount`.
+public enum MountDaemon {
     /// Upper bound of the session's worker threads (libfuse's max_threads, its default); each
     /// keeps one receive buffer of max_write + 4 KiB for its lifetime, and as many 1 MiB read
     /// buffers can be in use at once, which bounds the daemon's memory (docs/PERFORMANCE.md).
@@ -20,12 +14,13 @@ public enum MountCommand {
     /// multithreaded loop). Without `foreground` it closes `context`'s state connection, forks
     /// a daemon before any thread or FUSE session exists and returns 0 once the mount is in place; with `foreground` it returns
     /// when the filesystem is unmounted (SIGTERM, SIGINT, SIGHUP or `mamfs unmount`).
-    /// - Returns: the process exit code (0 = success).
+    /// - Returns: the process exit code (`.ok` once mounted, or when a foreground mount ended
+    ///   cleanly; `.failure` when its FUSE session ended with an error).
     /// - Throws: `MAMError.fileNotFound` (missing backing directory or mountpoint),
     ///   `.invalidArguments` (mountpoint not an empty directory, backing not a directory,
     ///   mountpoint inside the backing directory, bad options), `.unknownAccount`,
     ///   `MountFailure` when the daemon could not mount.
-    public static func run(options: MountOptions, context: ProtectionContext) throws -> Int32 {
+    public static func run(options: MountOptions, context: ProtectionContext) throws -> ExitCode {
         var options = options
         let plan = try prepare(&options, context: context)
         if options.foreground {
@@ -47,7 +42,7 @@ public enum MountCommand {
             close(fds[0])
             let code = daemonMain(options: options, plan: plan, context: context, readyFD: fds[1])
             mamfs_flush_stdio()
-            _exit(code)
+            _exit(code.rawValue)
         }
         close(fds[1])
         var message: [UInt8] = []
@@ -59,15 +54,15 @@ public enum MountCommand {
             message += chunk[0..<n]
         }
         close(fds[0])
-        if message.first == UInt8(ascii: "0") { return 0 }
+        if message.first == UInt8(ascii: "0") { return .ok }
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         guard !message.isEmpty else {
-            throw MountFailure(description: "the mount daemon exited before mounting", exitCode: 70)
+            throw MountFailure(description: "the mount daemon exited before mounting", exitCode: .software)
         }
         let text = String(decoding: message.dropFirst(), as: UTF8.self)
         let parts = text.split(separator: "\t", maxSplits: 1)
-        let code = parts.first.flatMap { Int32($0) } ?? 70
+        let code = parts.first.flatMap { Int32($0) }.flatMap(ExitCode.init(rawValue:)) ?? .software
         throw MountFailure(description: parts.count > 1 ? String(parts[1]) : text, exitCode: code)
     }
 
@@ -184,8 +179,8 @@ public enum MountCommand {
         // access(2) and chdir are answered by `OverlayFilesystem.access`.
         let othersCanEnter = fuse.contains("allow_other") || fuse.contains("allow_root")
         if othersCanEnter && !fuse.contains("default_permissions") { fuse.append("default_permissions") }
-        fuse.append("fsname=" + String(root.flatMap { $0 == "," ? ["\\", ","] : [$0] }))
-        fuse.append("subtype=mamfs")
+        fuse.append(MountTable.fsnameOption(backingDirectory: root))
+        fuse.append(MountTable.subtypeOption)
         return Plan(rootPath: root, mountpoint: mountpoint, fuseOptions: fuse)
     }
 
@@ -213,7 +208,9 @@ public enum MountCommand {
 
     // MARK: Daemon and session
 
-    private static func daemonMain(options: MountOptions, plan: Plan, context: ProtectionContext, readyFD inherited: Int32) -> Int32 {
+    /// The daemon's work; reports to the parent through `readyFD` as `0` (mounted) or
+    /// `1CODE<TAB>MESSAGE` (CODE the decimal `ExitCode`).
+    private static func daemonMain(options: MountOptions, plan: Plan, context: ProtectionContext, readyFD inherited: Int32) -> ExitCode {
         setsid()
         chdir("/")
         let readyFD = closeInheritedDescriptors(keeping: inherited)
@@ -236,14 +233,14 @@ public enum MountCommand {
                 close(readyFD)
             }
         } catch let error as MAMError {
-            report("1\(error.exitCode)\t\(error)")
+            report("1\(error.exitCode.rawValue)\t\(error)")
         } catch let error as MountFailure {
-            report("1\(error.exitCode)\t\(error.description)")
+            report("1\(error.exitCode.rawValue)\t\(error.description)")
         } catch {
-            report("170\t\(error)")
+            report("1\(ExitCode.software.rawValue)\t\(error)")
         }
         close(readyFD)
-        return 1
+        return .failure
     }
 
     /// Closes every descriptor above stderr except `ready`, which becomes 3 (returned). A daemon
@@ -276,14 +273,14 @@ public enum MountCommand {
 
     /// Creates the session, mounts, calls `ready` and runs the multithreaded loop until unmounted.
     static func serve(options: MountOptions, plan: Plan, context: ProtectionContext, installSignalHandlers: Bool,
-                      ready: (OpaquePointer) -> Void) throws -> Int32 {
+                      ready: (OpaquePointer) -> Void) throws -> ExitCode {
         umask(0)  // the kernel already applied the caller's umask to every mode we get
         raiseOpenFileLimit()
         let fs = try OverlayFilesystem(context: context, options: options, rootPath: plan.rootPath)
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup("mamfs"), strdup("-o"), strdup(plan.fuseOptions.joined(separator: ","))]
         argv.append(nil)
         defer { argv.forEach { free($0) } }
-        return try argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
+        return try argv.withUnsafeMutableBufferPointer { buffer -> ExitCode in
             var args = fuse_args(argc: 3, argv: buffer.baseAddress, allocated: 0)
             defer { fuse_opt_free_args(&args) }
             let connectionOptions = fuse_parse_conn_info_opts(&args)
@@ -301,7 +298,7 @@ public enum MountCommand {
             }
             defer { if installSignalHandlers { fuse_remove_signal_handlers(session) } }
             guard fuse_session_mount(session, plan.mountpoint) == 0 else {
-                throw MountFailure(description: "cannot mount on \(plan.mountpoint) (see the message above; is /dev/fuse usable?)", exitCode: 73)
+                throw MountFailure(description: "cannot mount on \(plan.mountpoint) (see the message above; is /dev/fuse usable?)", exitCode: .cantCreate)
             }
             defer { fuse_session_unmount(session) }
             ready(session)
@@ -315,9 +312,9 @@ public enum MountCommand {
             // arena; the freed buffers fragmented the heap: RSS grew 3-7 MiB per write/read/rm
             // cycle, docs/PERFORMANCE.md). The pool is capped instead: at most `workerThreads`
             // buffers. DaemonRobustnessTests.workerThreadsPersistWithinTheCap holds this.
-            fuse_loop_cfg_set_max_threads(config, UInt32(MountCommand.workerThreads))
+            fuse_loop_cfg_set_max_threads(config, UInt32(MountDaemon.workerThreads))
             let rc = fuse_session_loop_mt(session, config)
-            return rc < 0 ? 1 : 0
+            return rc < 0 ? .failure : .ok
         }
     }
 }

@@ -1,0 +1,21 @@
+/// The result of parsing one verb's arguments.
+struct ParsedArguments: Equatable {
+    var flags: Set<String> = []
+    var options: [String: [String]] = [:]
+    var positionals: [String] = []
+
+    /// True when `name` was given.
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    /// The value of a single-valued option (the last one given), or nil.
+    func value(_ name: String) -> String? { options[name]?.last }
+
+    /// Every value of a repeatable option, in order.
+    func values(_ name: String) -> [String] { options[name] ?? [] }
+
+    /// True when `--help` was given.
+    var wantsHelp: Bool { flag(ArgumentSpec.helpFlag) }
+
+    /// The `--state DIR` value, if given.
+    var state: String? { value(ArgumentSpec.stateOption) }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+import MAMTestSupport
+
+@Suite("MAMTestSupport")
+struct TestSupportTests {
+    @Test("runProcess: stdin in, stdout and stderr bytes out, the exit status")
+    func capturesOutputs() throws {
+        let result = try runProcess("/bin/bash", ["-c", "cat; printf 'e\\377' >&2; exit 3"], stdin: Data([0, 1, 0xFF]),
+                                    environment: [:])
+        #expect(result.status == 3)
+        #expect(result.stdout == Data([0, 1, 0xFF]))
+        #expect(result.stderr == Data([0x65, 0xFF]))
+    }
+
+    @Test("runProcess: killed by a signal is 128 + N; the timeout kills the whole group and is 124")
+    func signalsAndTimeout() throws {
+        #expect(try runProcess("/bin/bash", ["-c", "kill -TERM $$"], environment: [:]).status == 128 + SIGTERM)
+        let marker = try TempDirectory().file("survived")
+        let started = Date()
+        let result = try shell("(sleep 3; touch \(shellQuote(marker))) & sleep 30", timeout: 1)
+        #expect(result.status == 124)
+        #expect(result.err.hasSuffix("(timed out after 1 s)"))
+        #expect(Date().timeIntervalSince(started) < 10)
+        sleep(4)
+        #expect(!FileManager.default.fileExists(atPath: marker), "the background child outlived the timeout")
+    }
+
+    @Test("the child inherits only stdin, stdout and stderr")
+    func noInheritedDescriptors() throws {
+        let fd = open("/dev/null", O_RDONLY)
+        #expect(fd > 2)
+        defer { close(fd) }
+        let result = try shell("ls /proc/$$/fd | sort -n | tr '\\n' ' '")
+        #expect(result.out == "0 1 2 ", "\(result.out)")
+    }
+
+    @Test("shell's environment: no MAMFS_STATE, C locale, UTC, extra values")
+    func shellEnvironment() throws {
+        setenv("MAMFS_STATE", "/nowhere", 1)
+        defer { unsetenv("MAMFS_STATE") }
+        let result = try shell("echo \"${MAMFS_STATE-unset} $LC_ALL $TZ $X\"", environment: ["X": "x y"])
+        #expect(result.out == "unset C UTC x y\n")
+    }
+
+    @Test("SplitMix64 replays the reference sequence; randomBytes replays its seed")
+    func generators() {
+        var rng = SplitMix64(seed: 0)
+        #expect([rng.next(), rng.next(), rng.next()] == [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F])
+        #expect(randomBytes(16, seed: 7) == randomBytes(16, seed: 7))
+        #expect(randomBytes(16, seed: 7) != randomBytes(16, seed: 8))
+        #expect(randomBytes(3, seed: 42) == [0x52, 0xD2, 0x1F])
+    }
+
+    @Test("FuseMounts: / is mounted, a plain directory is not, unmount of a plain directory is a no-op")
+    func mountQueries() throws {
+        let directory = try TempDirectory()
+        #expect(FuseMounts.isMounted("/"))
+        #expect(!FuseMounts.isMounted(directory.path))
+        #expect(FuseMounts.unmount(directory.path))
+        #expect(FuseMounts.daemonPIDs(serving: directory.path).isEmpty)
+    }
+
+    @Test("TempDirectory: unique, 0700, removed with a read-only directory inside")
+    func temporaryDirectories() throws {
+        var path = ""
+        do {
+            let a = try TempDirectory(prefix: "mamfs-support")
+            let b = try TempDirectory(prefix: "mamfs-support")
+            #expect(a.path != b.path && a.path.hasPrefix("/tmp/mamfs-support-"))
+            var st = stat()
+            #expect(stat(a.path, &st) == 0 && st.st_mode & 0o777 == 0o700)
+            try FileManager.default.createDirectory(atPath: a.file("ro/sub"), withIntermediateDirectories: true)
+            chmod(a.file("ro"), 0o500)
+            path = a.path
+        }
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+}
