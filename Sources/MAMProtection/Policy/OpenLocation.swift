@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Mirrors `IntuneMAMOpenLocation` (`IntuneMAMOpenLocationOther`, ...). The raw values are the
 /// names used in policy JSON and on the command line.
-public enum OpenLocation: String, CaseIterable, Sendable, Codable {
+public enum OpenLocation: String, CaseIterable, PolicyName, Sendable, Codable {
     /// Any location not listed below.
     case other = "Other"
     /// OneDrive for Business.
@@ -25,14 +25,4 @@ public enum OpenLocation: String, CaseIterable, Sendable, Codable {
     case iManage = "IManage"
     /// Egnyte.
     case egnyte = "Egnyte"
-
-    /// Parses a location name case-insensitively ("localstorage" -> `.localStorage`).
-    /// Surrounding whitespace is ignored. Returns nil for an unknown name.
-    public init?(parsing name: String) {
-        let wanted = name.trimmingWhitespace().lowercased()
-        guard let match = OpenLocation.allCases.first(where: { $0.rawValue.lowercased() == wanted }) else {
-            return nil
-        }
-        self = match
-    }
 }

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Mirrors `IntuneMAMSaveLocation` (`IntuneMAMSaveLocationOther`, ...). The raw values are the
 /// names used in policy JSON and on the command line.
-public enum SaveLocation: String, CaseIterable, Sendable, Codable {
+public enum SaveLocation: String, CaseIterable, PolicyName, Sendable, Codable {
     /// Any location not listed below.
     case other = "Other"
     /// OneDrive for Business.
@@ -27,14 +27,4 @@ public enum SaveLocation: String, CaseIterable, Sendable, Codable {
     case iManage = "IManage"
     /// Egnyte.
     case egnyte = "Egnyte"
-
-    /// Parses a location name case-insensitively ("onedriveforbusiness" -> `.oneDriveForBusiness`).
-    /// Surrounding whitespace is ignored. Returns nil for an unknown name.
-    public init?(parsing name: String) {
-        let wanted = name.trimmingWhitespace().lowercased()
-        guard let match = SaveLocation.allCases.first(where: { $0.rawValue.lowercased() == wanted }) else {
-            return nil
-        }
-        self = match
-    }
 }
