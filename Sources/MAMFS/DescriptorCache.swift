@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import Synchronization
 
 /// Where a node was last seen: its parent's entry and its name there (the kernel's bytes with
 /// the terminating NUL; names need not be UTF-8).
@@ -29,15 +30,12 @@ struct NodeName {
 final class DescriptorCache: @unchecked Sendable {
     /// Idle descriptors kept at most.
     let budget: Int
-    private let mutex = Mutex()
-    private var idle: [ObjectIdentifier: Inode] = [:]
-    private var clock: UInt64 = 0
-    private var held = 0
-    /// Descriptors to close once the mutex is released (see `locked`).
-    private var closing: [Int32] = []
+    /// The idle set and counters; also guards every entry's `slot`.
+    private let ledger: Mutex<Ledger>
 
     init(budget: Int) {
         self.budget = max(budget, 1)
+        ledger = Mutex(Ledger(budget: self.budget))
     }
 
     /// A quarter of the soft RLIMIT_NOFILE (the rest is left to open handles, directory
@@ -51,7 +49,7 @@ final class DescriptorCache: @unchecked Sendable {
     }
 
     /// Node descriptors open now (idle and in use).
-    var heldCount: Int { mutex.withLock { held } }
+    var heldCount: Int { ledger.withLock { $0.held } }
 
     // MARK: Per-thread pins
 
@@ -73,9 +71,9 @@ final class DescriptorCache: @unchecked Sendable {
     ///   the errno of openat otherwise (EMFILE, EACCES).
     func descriptor(of inode: Inode) throws -> Int32 {
         let scope = PinScope.active()
-        let (open, record) = mutex.withLock { () -> (Int32, NodeName?) in
+        let (open, record) = ledger.withLock { ledger -> (Int32, NodeName?) in
             guard inode.slot.fd >= 0 else { return (-1, inode.slot.record) }
-            pin(inode, scope)
+            ledger.pin(inode, scope)
             return (inode.slot.fd, nil)
         }
         if open >= 0 { return open }
@@ -100,9 +98,9 @@ final class DescriptorCache: @unchecked Sendable {
     /// never opens one.
     func openDescriptor(of inode: Inode) -> Int32? {
         let scope = PinScope.active()
-        return mutex.withLock {
+        return ledger.withLock { ledger in
             guard inode.slot.fd >= 0 else { return nil }
-            pin(inode, scope)
+            ledger.pin(inode, scope)
             return inode.slot.fd
         }
     }
@@ -112,14 +110,14 @@ final class DescriptorCache: @unchecked Sendable {
     @discardableResult
     func adopt(_ fd: Int32, for inode: Inode, scope: PinScope? = PinScope.active()) -> Int32 {
         var result: Int32 = -1
-        locked {
+        locked { ledger in
             if inode.slot.fd >= 0 {
-                closing.append(fd)
+                ledger.closing.append(fd)
             } else {
                 inode.slot.fd = fd
-                held += 1
+                ledger.held += 1
             }
-            pin(inode, scope)
+            ledger.pin(inode, scope)
             result = inode.slot.fd
         }
         return result
@@ -130,17 +128,17 @@ final class DescriptorCache: @unchecked Sendable {
     /// as no request has the entry pinned: at once when none has, else by the last `unpin`.
     func replace(_ inode: Inode, with fd: Int32) {
         let scope = PinScope.active()
-        locked {
+        locked { ledger in
             let old = inode.slot.fd
             inode.slot.fd = fd
             if old < 0 {
-                held += 1
+                ledger.held += 1
             } else if inode.slot.pins == 0 {
-                closing.append(old)
+                ledger.closing.append(old)
             } else {
                 inode.slot.retired.append(old)
             }
-            pin(inode, scope)
+            ledger.pin(inode, scope)
         }
     }
 
@@ -149,20 +147,20 @@ final class DescriptorCache: @unchecked Sendable {
     /// `inode` is now known as `name` in `parent` (lookup, create, link, rename).
     func setName(_ inode: Inode, parent: Inode, name: UnsafePointer<CChar>) {
         let record = NodeName(parent: parent, name: Array(UnsafeBufferPointer(start: name, count: strlen(name) + 1)))
-        locked {
+        locked { ledger in
             inode.slot.record = record
             inode.slot.nameLost = false
-            makeIdleIfUnused(inode)
+            ledger.makeIdleIfUnused(inode)
         }
     }
 
     /// `name` in `parent` was removed (unlink, rmdir, replaced by a rename): an entry last known
     /// by it keeps its descriptor from now on (it could not be found again).
     func nameRemoved(_ inode: Inode, parent: Inode, name: UnsafePointer<CChar>) {
-        mutex.withLock {
+        ledger.withLock { ledger in
             guard let record = inode.slot.record, record.names(parent, name) else { return }
             inode.slot.nameLost = true
-            if idle.removeValue(forKey: ObjectIdentifier(inode)) != nil { inode.slot.isIdle = false }
+            if ledger.idle.removeValue(forKey: ObjectIdentifier(inode)) != nil { inode.slot.isIdle = false }
         }
     }
 
@@ -171,56 +169,68 @@ final class DescriptorCache: @unchecked Sendable {
     /// The kernel forgot `inode`: its descriptor is closed now, or when the last request using
     /// it is done.
     func drop(_ inode: Inode) {
-        let fd: [Int32]? = mutex.withLock {
+        let fd: [Int32]? = ledger.withLock { ledger in
             inode.slot.forgotten = true
-            if idle.removeValue(forKey: ObjectIdentifier(inode)) != nil { inode.slot.isIdle = false }
+            if ledger.idle.removeValue(forKey: ObjectIdentifier(inode)) != nil { inode.slot.isIdle = false }
             guard inode.slot.pins == 0 else { return nil }
             let retired = inode.slot.retired
             inode.slot.retired.removeAll()
-            return retired + (takeDescriptor(inode).map { [$0] } ?? [])
+            return retired + (ledger.takeDescriptor(inode).map { [$0] } ?? [])
         }
         for descriptor in fd ?? [] { close(descriptor) }
     }
 
     /// The last handle of `inode` was released: its descriptor may be closed again when idle.
     func handlesClosed(_ inode: Inode) {
-        locked { makeIdleIfUnused(inode) }
+        locked { $0.makeIdleIfUnused(inode) }
     }
 
     /// The entry is being deinitialized: its descriptor (if any) is closed by the caller.
     func entryGone(holding fd: Int32) {
-        if fd >= 0 { mutex.withLock { held -= 1 } }
+        if fd >= 0 { ledger.withLock { $0.held -= 1 } }
     }
 
     fileprivate func unpin(_ inode: Inode) {
-        locked {
+        locked { ledger in
             inode.slot.pins -= 1
             guard inode.slot.pins == 0 else { return }
-            closing.append(contentsOf: inode.slot.retired)
+            ledger.closing.append(contentsOf: inode.slot.retired)
             inode.slot.retired.removeAll()
-            if inode.slot.forgotten, let fd = takeDescriptor(inode) {
-                closing.append(fd)
+            if inode.slot.forgotten, let fd = ledger.takeDescriptor(inode) {
+                ledger.closing.append(fd)
             } else {
-                makeIdleIfUnused(inode)
+                ledger.makeIdleIfUnused(inode)
             }
         }
     }
 
     /// Runs `body` under the mutex, then closes what it queued in `closing` and what the budget
     /// evicts, after the mutex is released.
-    private func locked(_ body: () -> Void) {
-        let victims: [Int32] = mutex.withLock {
-            body()
-            let queued = closing
-            closing.removeAll()
-            return queued + evictIfOverBudget()
+    private func locked(_ body: (inout Ledger) -> Void) {
+        let victims: [Int32] = ledger.withLock { ledger in
+            body(&ledger)
+            let queued = ledger.closing
+            ledger.closing.removeAll()
+            return queued + ledger.evictIfOverBudget()
         }
         for fd in victims { close(fd) }
     }
+}
 
-    // MARK: Under the mutex
+/// What `DescriptorCache` keeps under its mutex: the idle entries (least recently used
+/// closed first) and the counters. Every entry's `slot` is changed only while it is held.
+private struct Ledger {
+    let budget: Int
+    var idle: [ObjectIdentifier: Inode] = [:]
+    var clock: UInt64 = 0
+    var held = 0
+    /// Descriptors to close once the mutex is released (see `DescriptorCache.locked`).
+    var closing: [Int32] = []
 
-    private func pin(_ inode: Inode, _ scope: PinScope?) {
+    init(budget: Int) { self.budget = budget }
+
+
+    mutating func pin(_ inode: Inode, _ scope: PinScope?) {
         guard let scope else {
             // Outside any scope (an error log line's path): the most recently used, not pinned.
             makeIdleIfUnused(inode)
@@ -232,7 +242,7 @@ final class DescriptorCache: @unchecked Sendable {
         }
     }
 
-    private func makeIdleIfUnused(_ inode: Inode) {
+    mutating func makeIdleIfUnused(_ inode: Inode) {
         clock += 1
         inode.slot.lastUse = clock
         guard inode.slot.pins == 0, inode.slot.fd >= 0, inode.slot.record != nil, !inode.slot.nameLost,
@@ -241,7 +251,7 @@ final class DescriptorCache: @unchecked Sendable {
         idle[ObjectIdentifier(inode)] = inode
     }
 
-    private func takeDescriptor(_ inode: Inode) -> Int32? {
+    mutating func takeDescriptor(_ inode: Inode) -> Int32? {
         guard inode.slot.fd >= 0 else { return nil }
         let fd = inode.slot.fd
         inode.slot.fd = -1
@@ -252,7 +262,7 @@ final class DescriptorCache: @unchecked Sendable {
     /// Closes the least recently used idle descriptors, down to 7/8 of the budget, once the
     /// idle ones exceed it. Entries with open handles are taken out of the idle set (they come
     /// back when their last handle is released).
-    private func evictIfOverBudget() -> [Int32] {
+    mutating func evictIfOverBudget() -> [Int32] {
         guard idle.count > budget else { return [] }
         let target = budget - budget / 8
         var victims: [Int32] = []

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import Synchronization
 
 /// Identity of a backing object: (st_dev, st_ino).
 struct BackingKey: Hashable, Sendable {
@@ -27,10 +28,19 @@ final class Inode: @unchecked Sendable {
     /// S_IFMT bits of the backing object.
     let fileType: mode_t
     /// Shared for reads and attribute reads, exclusive for writes, truncation and header changes.
-    let content = ReadWriteLock()
+    let contentLock = ReadWriteLock()
 
-    private let mutex = Mutex()
-    private var _key: BackingKey
+    /// What the entry's own mutex guards.
+    private struct State {
+        var key: BackingKey
+        /// Changed only under the exclusive content lock (reads need the shared one).
+        var content: ContentState = .unknown
+        var openCount = 0
+        /// Set when the last link went away while no handle was open: the close in deinit
+        /// frees the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
+        var evictionMark: (pending: PendingEvictions, directory: BackingKey)?
+    }
+    private let state: Mutex<State>
     /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
     let descriptors: DescriptorCache
     /// Descriptor, recorded name and pins; guarded by `descriptors`' mutex.
@@ -38,17 +48,9 @@ final class Inode: @unchecked Sendable {
     /// Kernel lookup count; guarded by the table's lock.
     var lookupCount: UInt64 = 0
 
-    // Cached header state; changed only under the exclusive content lock (plus the mutex).
-    private var headerKnown = false
-    private var cachedHeader: ProtectedFileHeader?
-    private var headerStamp = timespec()
-    private var cachedKey: SymmetricKey?
-    private var keyGeneration: UInt64 = 0
-    private var _openCount = 0
-
     init(nodeid: UInt64, key: BackingKey, fileType: mode_t, descriptors: DescriptorCache) {
         self.nodeid = nodeid
-        self._key = key
+        self.state = Mutex(State(key: key))
         self.descriptors = descriptors
         self.slot = DescriptorSlot(fd: -1)
         self.fileType = fileType
@@ -58,17 +60,15 @@ final class Inode: @unchecked Sendable {
         descriptors.entryGone(holding: slot.fd)
         if slot.fd >= 0 { close(slot.fd) }
         for fd in slot.retired { close(fd) }
-        if let (pending, directory) = evictionMark { pending.remove(directory: directory) }
+        if let mark = state.withLock({ $0.evictionMark }) { mark.pending.remove(directory: mark.directory) }
     }
 
-    /// Set when the last link went away while no handle was open: the close in deinit frees
-    /// the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
-    private var evictionMark: (PendingEvictions, BackingKey)?
-
+    /// Marks the entry as the last link of an unlinked file in `directory` (no effect while a
+    /// handle is open or when marked already).
     func markAwaitingEviction(_ pending: PendingEvictions, directory: BackingKey) {
-        mutex.withLock {
-            guard evictionMark == nil, _openCount == 0 else { return }
-            evictionMark = (pending, directory)
+        state.withLock { state in
+            guard state.evictionMark == nil, state.openCount == 0 else { return }
+            state.evictionMark = (pending, directory)
             pending.add(directory: directory)
         }
     }
@@ -85,106 +85,72 @@ final class Inode: @unchecked Sendable {
     /// `fd`, with the reason when there is none (ESTALE: the object is gone or was replaced).
     func descriptor() throws -> Int32 { try descriptors.descriptor(of: self) }
 
-    var key: BackingKey { mutex.withLock { _key } }
+    var key: BackingKey { state.withLock { $0.key } }
 
     /// "/proc/self/fd/N": the backing object itself, usable with path-only calls.
     var procPath: String { "/proc/self/fd/\(fd)" }
 
     /// Points the entry at another backing object (after protect replaced the file).
     func replaceBacking(key: BackingKey, fd: Int32) {
-        mutex.withLock { _key = key }
+        state.withLock { $0.key = key }
         descriptors.replace(self, with: fd)
-        mutex.withLock {
-            headerKnown = false
-            cachedHeader = nil
-            cachedKey = nil
-            keyGeneration = 0
-        }
+        invalidateCachedHeader()
     }
 
     /// Drops the cached header and key (the backing file was rewritten in place).
     func invalidateCachedHeader() {
-        mutex.withLock {
-            headerKnown = false
-            cachedHeader = nil
-            cachedKey = nil
-            keyGeneration = 0
-        }
+        state.withLock { $0.content = .unknown }
     }
 
-    var openCount: Int { mutex.withLock { _openCount } }
+    var openCount: Int { state.withLock { $0.openCount } }
 
     /// True once a header (or its absence) was read and not invalidated since.
-    var hasCachedHeader: Bool { mutex.withLock { headerKnown } }
+    var hasCachedHeader: Bool { state.withLock { $0.content.isKnown } }
+
     func adjustOpenCount(_ delta: Int) {
-        let now = mutex.withLock { () -> Int in
-            _openCount += delta
-            return _openCount
+        let now = state.withLock { state in
+            state.openCount += delta
+            return state.openCount
         }
         if now == 0 { descriptors.handlesClosed(self) }
     }
 
-    /// The cached header when it can be trusted: while a handle is open (every change then
-    /// comes through us), or when the backing ctime still equals the one seen when it was read.
-    func cachedHeader(ctime: timespec?) -> ProtectedFileHeader?? {
-        mutex.withLock {
-            guard headerKnown else { return nil }
-            if _openCount > 0 { return .some(cachedHeader) }
-            guard let ctime, ctime.tv_sec == headerStamp.tv_sec, ctime.tv_nsec == headerStamp.tv_nsec else { return nil }
-            return .some(cachedHeader)
+    /// The cached header and key as one consistent pair (call under the content lock).
+    var contentState: ContentState { state.withLock { $0.content } }
+
+    /// The cached state when its header can be trusted for a backing file with `ctime` (see
+    /// `ContentState.isCurrent`), else `.unknown`.
+    func currentContent(ctime: timespec?) -> ContentState {
+        state.withLock { state in
+            state.content.isCurrent(ctime: ctime, handlesOpen: state.openCount > 0) ? state.content : .unknown
         }
     }
 
-    /// Header and file key as one consistent pair (call under the content lock); `known` is
-    /// false when no header was loaded since the last invalidation.
-    var headerAndKey: (known: Bool, header: ProtectedFileHeader?, key: SymmetricKey?) {
-        mutex.withLock { (headerKnown, cachedHeader, cachedKey) }
-    }
-
+    /// Records `header` as read at ctime `stamp` (the key stays if the header is unchanged).
     func storeHeader(_ header: ProtectedFileHeader?, stamp: timespec) {
-        mutex.withLock {
-            if headerKnown, cachedHeader != header {
-                cachedKey = nil
-                keyGeneration = 0
-            }
-            headerKnown = true
-            cachedHeader = header
-            headerStamp = stamp
-        }
+        state.withLock { $0.content = $0.content.storing(header: header, stamp: stamp) }
     }
 
+    /// Records a header together with the key it was written with, loaded in `generation`.
     func storeHeader(_ header: ProtectedFileHeader?, key: SymmetricKey?, generation: UInt64, stamp: timespec) {
-        mutex.withLock {
-            headerKnown = true
-            cachedHeader = header
-            headerStamp = stamp
-            cachedKey = key
-            keyGeneration = generation
-        }
+        state.withLock { $0.content = .known(header: header, stamp: stamp, key: key, keyGeneration: generation) }
     }
 
-    /// The cached file key when it was loaded in `generation` (no state change since).
-    func cachedFileKey(generation: UInt64) -> SymmetricKey?? {
-        mutex.withLock {
-            guard keyGeneration == generation, keyGeneration != 0 else { return nil }
-            return .some(cachedKey)
-        }
-    }
-
+    /// Records the file key of the known header, loaded in `generation`.
     func storeFileKey(_ key: SymmetricKey?, generation: UInt64) {
-        mutex.withLock {
-            cachedKey = key
-            keyGeneration = generation
-        }
+        state.withLock { $0.content = $0.content.storing(key: key, generation: generation) }
     }
 }
 
 /// nodeid -> entry and backing (dev, ino) -> entry, with honest lookup counts.
 final class InodeTable: @unchecked Sendable {
-    private let mutex = Mutex()
-    private var byNode: [UInt64: Inode] = [:]
-    private var byKey: [BackingKey: Inode] = [:]
-    private var nextNodeid: UInt64 = 2
+    /// The two maps and the next nodeid to hand out (nodeids are never reused).
+    private struct Maps {
+        var byNode: [UInt64: Inode] = [:]
+        var byKey: [BackingKey: Inode] = [:]
+        var nextNodeid: UInt64 = 2
+    }
+    private let maps = Mutex(Maps())
     let root: Inode
     /// Unlinked files whose backing inode is freed when their entry goes (see PendingEvictions).
     let pendingEvictions = PendingEvictions()
@@ -198,16 +164,19 @@ final class InodeTable: @unchecked Sendable {
         // The root has no recorded name: its descriptor is never closed.
         descriptors.adopt(rootFD, for: root, scope: nil)
         root.lookupCount = 1
-        byNode[root.nodeid] = root
-        byKey[root.key] = root
+        let root = self.root
+        maps.withLock { maps in
+            maps.byNode[root.nodeid] = root
+            maps.byKey[root.key] = root
+        }
     }
 
     func inode(_ nodeid: UInt64) -> Inode? {
-        mutex.withLock { byNode[nodeid] }
+        maps.withLock { $0.byNode[nodeid] }
     }
 
     func existing(_ key: BackingKey) -> Inode? {
-        mutex.withLock { byKey[key] }
+        maps.withLock { $0.byKey[key] }
     }
 
     /// The entry for the backing object with `st`, found as `name` in `parent`; its lookup
@@ -217,19 +186,19 @@ final class InodeTable: @unchecked Sendable {
     func acquire(_ st: stat, fd: Int32, parent: Inode, name: UnsafePointer<CChar>) -> Inode {
         let key = BackingKey(st)
         // Name and descriptor are set before another thread can find a new entry.
-        return mutex.withLock {
-            if let inode = byKey[key] {
+        return maps.withLock { maps in
+            if let inode = maps.byKey[key] {
                 inode.lookupCount += 1
                 if fd >= 0 { descriptors.adopt(fd, for: inode) }
                 return inode
             }
-            let inode = Inode(nodeid: nextNodeid, key: key, fileType: st.st_mode & S_IFMT, descriptors: descriptors)
+            let inode = Inode(nodeid: maps.nextNodeid, key: key, fileType: st.st_mode & S_IFMT, descriptors: descriptors)
             descriptors.setName(inode, parent: parent, name: name)
             if fd >= 0 { descriptors.adopt(fd, for: inode) }
-            nextNodeid += 1
+            maps.nextNodeid += 1
             inode.lookupCount = 1
-            byNode[inode.nodeid] = inode
-            byKey[key] = inode
+            maps.byNode[inode.nodeid] = inode
+            maps.byKey[key] = inode
             return inode
         }
     }
@@ -237,8 +206,8 @@ final class InodeTable: @unchecked Sendable {
     /// `acquire` for an object that already has an entry (its record unchanged); nil (nothing
     /// counted) otherwise.
     func acquireExisting(_ st: stat) -> Inode? {
-        mutex.withLock {
-            guard let inode = byKey[BackingKey(st)] else { return nil }
+        maps.withLock { maps in
+            guard let inode = maps.byKey[BackingKey(st)] else { return nil }
             inode.lookupCount += 1
             return inode
         }
@@ -251,12 +220,12 @@ final class InodeTable: @unchecked Sendable {
     /// frees the inode and its blocks (hundreds of microseconds on ext4 with discard), which
     /// must not hold up every lookup and create waiting for the table.
     func forget(_ nodeid: UInt64, count: UInt64) {
-        let removed: Inode? = mutex.withLock {
-            guard nodeid != root.nodeid, let inode = byNode[nodeid] else { return nil }
+        let removed: Inode? = maps.withLock { maps in
+            guard nodeid != root.nodeid, let inode = maps.byNode[nodeid] else { return nil }
             inode.lookupCount = inode.lookupCount > count ? inode.lookupCount - count : 0
             guard inode.lookupCount == 0 else { return nil }
-            byNode[nodeid] = nil
-            if byKey[inode.key] === inode { byKey[inode.key] = nil }
+            maps.byNode[nodeid] = nil
+            if maps.byKey[inode.key] === inode { maps.byKey[inode.key] = nil }
             return inode
         }
         if let removed { descriptors.drop(removed) }
@@ -264,16 +233,16 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// Moves `inode` to a new backing object; false when another entry already has that key.
-    func rekey(_ inode: Inode, to st: stat, fd: Int32) -> Bool {
+    func repoint(_ inode: Inode, to st: stat, fd: Int32) -> Bool {
         let key = BackingKey(st)
-        return mutex.withLock {
-            if byKey[key] != nil { return false }
-            if byKey[inode.key] === inode { byKey[inode.key] = nil }
+        return maps.withLock { maps in
+            if maps.byKey[key] != nil { return false }
+            if maps.byKey[inode.key] === inode { maps.byKey[inode.key] = nil }
             inode.replaceBacking(key: key, fd: fd)
-            byKey[key] = inode
+            maps.byKey[key] = inode
             return true
         }
     }
 
-    var all: [Inode] { mutex.withLock { Array(byNode.values) } }
+    var all: [Inode] { maps.withLock { Array($0.byNode.values) } }
 }

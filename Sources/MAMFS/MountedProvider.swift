@@ -14,7 +14,7 @@ import MAMProtection
 /// | lookup / readdir of `.mamfs-provider` at the root | hidden (ENOENT / left out)                   |
 /// | list/get/set/removexattr `user.mam.fp.*` | hidden (not listed, ENODATA, EPERM)                   |
 /// | getattr / lookup / readdirplus of a placeholder | size = `placeholderInfo(localPath:).size`     |
-/// | open / truncate of a placeholder        | `startProvidingItem` under the entry's exclusive content lock, then the entry is re-keyed (the file was replaced) |
+/// | open / truncate of a placeholder        | `startProvidingItem` under the entry's exclusive content lock, then the entry is repointed (the file was replaced) |
 /// | release of a writable handle, fsync     | non-replicated: `itemChanged` (queued; fsync waits for it); replicated: a sync pass is scheduled |
 /// | rename                                  | non-replicated: `itemRenamed` (queued): a move of an uploaded item (metadata only), or a new file renamed over an item takes that item's identity and uploads as its next version; a replaced item is deleted only once its replacement is on the remote |
 /// | unlink / rmdir                          | non-replicated: `deleteItem` (queued) with the attributes read before unlinking |
@@ -53,7 +53,7 @@ final class MountedProvider: @unchecked Sendable {
     private var pending = false
     private var running = false
     private let finished = DispatchSemaphore(value: 0)
-    /// Called after a replicated pass that changed the local tree (re-keys replaced entries).
+    /// Called after a replicated pass that changed the local tree (repoints replaced entries).
     var afterPass: (@Sendable () -> Void)?
 
     /// Binds `rootPath` to the remote `remote` for `account` (canonical accountId, "" unmanaged).

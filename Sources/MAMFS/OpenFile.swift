@@ -1,5 +1,6 @@
 import Glibc
 import MAMProtection
+import Synchronization
 
 /// An open regular file: the backing descriptor (O_RDWR whenever the caller may write, so
 /// blocks can be read back and merged) and whether the caller asked for O_APPEND (mamfs
@@ -11,8 +12,8 @@ final class OpenFile: @unchecked Sendable {
     let writable: Bool
     /// The backing object the descriptor was opened on.
     let backingKey: BackingKey
-    private let mutex = Mutex()
-    private var detached: (ProtectedFileHeader?, SymmetricKey?)?
+    /// The header and key read from `fd` itself, once it was needed (see `detachedContent`).
+    private let detached = Mutex<(ProtectedFileHeader?, SymmetricKey?)?>(nil)
 
     init(inode: Inode, fd: Int32, append: Bool, writable: Bool) {
         self.inode = inode
@@ -24,7 +25,7 @@ final class OpenFile: @unchecked Sendable {
 
     /// The plaintext view from this descriptor's own header (its entry now names another file).
     func detachedContent(_ keyFor: (ProtectedFileHeader) throws -> SymmetricKey?) throws -> ProtectedFileContent {
-        let (header, key) = try mutex.withLock { () throws -> (ProtectedFileHeader?, SymmetricKey?) in
+        let (header, key) = try detached.withLock { detached throws -> (ProtectedFileHeader?, SymmetricKey?) in
             if let detached { return detached }
             let header = try ProtectedFileHeader.read(fd: fd)
             let pair = (header, try header.flatMap { try keyFor($0) })
@@ -66,10 +67,14 @@ struct DirectoryEntry: Sendable {
 /// listing restarts at offset 0 (rewinddir), so entry offsets stay stable within one pass.
 final class OpenDirectory: @unchecked Sendable {
     let inode: Inode
-    let mutex = Mutex()
-    var entries: [DirectoryEntry] = []
-    /// Entries before this index had their headers prefetched (readdirplus).
-    var prefetchedUpTo = 0
+
+    /// The listing and how far readdirplus prefetched headers in it.
+    struct Snapshot {
+        var entries: [DirectoryEntry] = []
+        /// Entries before this index had their headers prefetched (readdirplus).
+        var prefetchedUpTo = 0
+    }
+    let snapshot = Mutex(Snapshot())
 
     init(inode: Inode) { self.inode = inode }
 

@@ -190,7 +190,8 @@ extension OverlayFilesystem {
         do {
             let inode = try node(ino)
             let dir = OpenDirectory(inode: inode)
-            dir.entries = try listing(inode)
+            let entries = try listing(inode)
+            dir.snapshot.withLock { $0.entries = entries }
             fi.pointee.fh = dir.retainedHandle()
             fi.pointee.cache_readdir = 0
             if fuse_reply_open(req, fi) != 0 { _ = OpenDirectory.release(fi.pointee.fh) }
@@ -243,19 +244,19 @@ extension OverlayFilesystem {
             return
         }
         do {
-            let (entries, prefetch) = try dir.mutex.withLock { () throws -> ([DirectoryEntry], Range<Int>) in
+            let (entries, prefetch) = try dir.snapshot.withLock { snapshot throws -> ([DirectoryEntry], Range<Int>) in
                 if offset == 0 {
-                    dir.entries = try listing(dir.inode)
-                    dir.prefetchedUpTo = 0
+                    snapshot.entries = try listing(dir.inode)
+                    snapshot.prefetchedUpTo = 0
                 }
-                guard plus else { return (dir.entries, 0..<0) }
+                guard plus else { return (snapshot.entries, 0..<0) }
                 // The entries of this reply and the next (about 24 fit in a 4 KiB reply). The
                 // offset is the caller's (lseek on the directory): clamped before any arithmetic.
-                let from = min(max(offset, 0), dir.entries.count)
-                let start = max(dir.prefetchedUpTo, from)
-                let end = min(dir.entries.count, from + 2 * OverlayFilesystem.headerPrefetchWindow)
-                if start < end { dir.prefetchedUpTo = end }
-                return (dir.entries, start..<max(start, end))
+                let from = min(max(offset, 0), snapshot.entries.count)
+                let start = max(snapshot.prefetchedUpTo, from)
+                let end = min(snapshot.entries.count, from + 2 * OverlayFilesystem.headerPrefetchWindow)
+                if start < end { snapshot.prefetchedUpTo = end }
+                return (snapshot.entries, start..<max(start, end))
             }
             if !prefetch.isEmpty { prefetchHeaders(dir.inode, entries[prefetch]) }
             let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))

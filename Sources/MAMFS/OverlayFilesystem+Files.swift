@@ -64,7 +64,7 @@ extension OverlayFilesystem {
                 registered = inode
                 // The header and key just written (no read back, no second unwrap).
                 let generation = self.generation
-                inode.content.writing {
+                inode.contentLock.writing {
                     inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
                     inode.adjustOpenCount(1)
                 }
@@ -140,7 +140,7 @@ extension OverlayFilesystem {
         let fd = Glibc.open(inode.procPath, (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
         guard fd >= 0 else { throw FilesystemError.current() }
         do {
-            try inode.content.writing {
+            try inode.contentLock.writing {
                 var st = stat()
                 guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
                 var header: ProtectedFileHeader?
@@ -182,7 +182,7 @@ extension OverlayFilesystem {
         }
         do {
             try buffers.withBuffer(size) { buffer in
-                let count = try handle.inode.content.reading {
+                let count = try handle.inode.contentLock.reading {
                     try content(handle).read(into: buffer, at: Int64(offset))
                 }
                 fuse_reply_buf(req, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), count)
@@ -197,7 +197,7 @@ extension OverlayFilesystem {
         }
         do {
             let appendAtEnd = handle.append && fi.pointee.writepage == 0
-            try handle.inode.content.writing {
+            try handle.inode.contentLock.writing {
                 let content = try content(handle)
                 let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
                 try content.write(UnsafeRawBufferPointer(start: data, count: size), at: at)
@@ -244,7 +244,7 @@ extension OverlayFilesystem {
         }
         do {
             // Range-checked (EINVAL, EFBIG) and released again on failure (ENOSPC) by allocate.
-            try handle.inode.content.writing {
+            try handle.inode.contentLock.writing {
                 try content(handle).allocate(offset: Int64(offset), length: Int64(length))
             }
             fuse_reply_err(req, 0)
@@ -259,7 +259,7 @@ extension OverlayFilesystem {
             return
         }
         do {
-            let result: Int64 = try handle.inode.content.reading {
+            let result: Int64 = try handle.inode.contentLock.reading {
                 let content = try content(handle)
                 let size = try content.plaintextSize()
                 if whence != mamfs_fuse_SEEK_DATA && whence != mamfs_fuse_SEEK_HOLE { throw FilesystemError(code: EINVAL) }

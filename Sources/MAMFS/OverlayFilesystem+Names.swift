@@ -49,14 +49,15 @@ extension OverlayFilesystem {
                 // Owner, mode and times leave the header as it is: a header known before the change
                 // is carried over to the new ctime (a daemon without root cannot read the header of
                 // a file it just made write-only, chmod 0200, and must still report its size).
-                st = try inode.content.writing {
+                st = try inode.contentLock.writing {
                     var before = stat()
                     let known = fstatat(inode.fd, "", &before, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0
-                        ? inode.cachedHeader(ctime: before.st_ctim) : nil
+                        ? inode.currentContent(ctime: before.st_ctim) : .unknown
                     try applyMetadata(inode, handle, attr, toSet)
                     var after = stat()
-                    if let known, fstatat(inode.fd, "", &after, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 {
-                        inode.storeHeader(known, stamp: after.st_ctim)
+                    if case .known(let header, _, _, _) = known,
+                       fstatat(inode.fd, "", &after, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 {
+                        inode.storeHeader(header, stamp: after.st_ctim)
                     }
                     return try attributes(inode, locked: true, hideWiped: false)
                 }
@@ -109,7 +110,7 @@ extension OverlayFilesystem {
 
     /// Sets the plaintext size under the exclusive content lock (re-encrypting the new last block).
     private func truncate(_ inode: Inode, to size: Int64, handle: OpenFile?) throws {
-        try inode.content.writing {
+        try inode.contentLock.writing {
             var ownFD: Int32 = -1
             defer { if ownFD >= 0 { close(ownFD) } }
             let fd: Int32

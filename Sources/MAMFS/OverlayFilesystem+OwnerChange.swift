@@ -30,13 +30,13 @@ extension OverlayFilesystem {
         refresh(force: true)
         let path = try backingPath(inode)
         if inode.isRegular {
-            try inode.content.writing {
+            try inode.contentLock.writing {
                 try context.protect(path: path, accountId: owner, recursive: false)
-                rekey(inode, toPath: path)
+                repoint(inode, toPath: path)
             }
         } else if inode.isDirectory {
             try context.protect(path: path, accountId: owner, recursive: true)
-            rekeyReplacedEntries()
+            repointReplacedEntries()
         } else {
             throw FilesystemError(code: EPERM)
         }

@@ -36,9 +36,9 @@ extension OverlayFilesystem {
         guard let provider, provider.nonReplicated != nil, inode.isRegular else { return }
         var st = stat()
         guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
-        try inode.content.writing {
+        try inode.contentLock.writing {
             let path = try backingPath(inode)
-            if try provider.materialize(path: path) { rekey(inode, toPath: path) }
+            if try provider.materialize(path: path) { repoint(inode, toPath: path) }
         }
     }
 
@@ -55,7 +55,7 @@ extension OverlayFilesystem {
         }
         provider.enqueue(wait: wait) { [self] in
             DescriptorCache.withPins {
-                inode.content.reading {
+                inode.contentLock.reading {
                     var st = stat()
                     guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
                           let path = try? backingPath(inode) else { return }

@@ -23,7 +23,7 @@ extension OverlayFilesystem {
             return context.directoryOwner(backingDirectoryFD: fd)
         }
         guard inode.isRegular else { return nil }
-        let header = try inode.content.reading { () throws -> ProtectedFileHeader? in
+        let header = try inode.contentLock.reading { () throws -> ProtectedFileHeader? in
             var st = stat()
             guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH) == 0 else { throw FilesystemError.current() }
             return try self.header(inode, ctime: st.st_ctim)

@@ -2,6 +2,7 @@ import CFuse
 import Glibc
 import MAMFileProvider
 import MAMProtection
+import Synchronization
 
 /// An errno to answer a FUSE request with.
 struct FilesystemError: Error {
@@ -26,10 +27,13 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// provider hook is then one branch).
     let provider: MountedProvider?
 
-    private let refreshMutex = Mutex()
-    private var _generation: UInt64 = 1
-    private var lastRefresh: UInt64 = 0
-    private var wipedOwners: Set<String> = []
+    /// What `refresh` last saw of the state database.
+    private struct RefreshState {
+        var generation: UInt64 = 1
+        var lastRefresh: UInt64 = 0
+        var wipedOwners: Set<String> = []
+    }
+    private let refreshState = Mutex(RefreshState())
     private let daemonUID = geteuid()
 
     /// Entries per readdirplus reply whose headers are prefetched ahead (a 4 KiB reply holds
@@ -63,10 +67,11 @@ final class OverlayFilesystem: @unchecked Sendable {
             provider = nil
         }
         _ = context.refreshIfChanged()
-        wipedOwners = OverlayFilesystem.loadWipedOwners(context)
+        let wiped = OverlayFilesystem.loadWipedOwners(context)
+        refreshState.withLock { $0.wipedOwners = wiped }
         if let provider {
             provider.initialPass()
-            provider.afterPass = { [weak self] in self?.rekeyReplacedEntries() }
+            provider.afterPass = { [weak self] in self?.repointReplacedEntries() }
         }
     }
 
@@ -74,7 +79,7 @@ final class OverlayFilesystem: @unchecked Sendable {
 
     /// Bumped whenever the state database changed (keys, policies, accounts): cached file keys
     /// of an older generation are fetched again.
-    var generation: UInt64 { refreshMutex.withLock { _generation } }
+    var generation: UInt64 { refreshState.withLock { $0.generation } }
 
     private static func loadWipedOwners(_ context: ProtectionContext) -> Set<String> {
         guard let accounts = try? context.state.allAccounts() else { return [] }
@@ -87,46 +92,46 @@ final class OverlayFilesystem: @unchecked Sendable {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let nanos = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-        let due = refreshMutex.withLock { () -> Bool in
-            if !force && nanos &- lastRefresh < 200_000_000 { return false }
-            lastRefresh = nanos
+        let due = refreshState.withLock { state in
+            if !force && nanos &- state.lastRefresh < 200_000_000 { return false }
+            state.lastRefresh = nanos
             return true
         }
         guard due, context.refreshIfChanged() else { return }
         let wiped = OverlayFilesystem.loadWipedOwners(context)
-        refreshMutex.withLock {
-            _generation += 1
-            wipedOwners = wiped
+        refreshState.withLock { state in
+            state.generation += 1
+            state.wipedOwners = wiped
         }
-        rekeyReplacedEntries()
+        repointReplacedEntries()
     }
 
     func isHidden(_ header: ProtectedFileHeader?) -> Bool {
         guard let owner = header?.owner, !owner.isEmpty else { return false }
-        let anyWiped = refreshMutex.withLock { !wipedOwners.isEmpty }
+        let anyWiped = refreshState.withLock { !$0.wipedOwners.isEmpty }
         return anyWiped && context.isWiped(owner: owner)
     }
 
-    var hasWipedOwners: Bool { refreshMutex.withLock { !wipedOwners.isEmpty } }
+    var hasWipedOwners: Bool { refreshState.withLock { !$0.wipedOwners.isEmpty } }
 
     /// Entries whose backing file was replaced under its name (protect rewrites through a temp
     /// file and rename) are pointed at the new file, so the kernel's node keeps working.
     /// Entries whose descriptor is closed are not opened for this: they find their object
     /// again by name, and one replaced under its name answers ESTALE until looked up again.
-    func rekeyReplacedEntries() {
+    func repointReplacedEntries() {
         for inode in table.all where inode.isRegular {
             DescriptorCache.withPins {
                 guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
                 var st = stat()
                 guard fstatat(fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
                 guard let link = readLink("/proc/self/fd/\(fd)"), link.hasSuffix(" (deleted)") else { return }
-                rekey(inode, toPath: String(link.dropLast(" (deleted)".count)))
+                repoint(inode, toPath: String(link.dropLast(" (deleted)".count)))
             }
         }
     }
 
     /// Points `inode` at whatever regular file is now at `path`.
-    func rekey(_ inode: Inode, toPath path: String) {
+    func repoint(_ inode: Inode, toPath path: String) {
         var st = stat()
         guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
         guard BackingKey(st) != inode.key else {
@@ -138,7 +143,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         let fd = Glibc.open(path, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         var opened = stat()
-        guard fstat(fd, &opened) == 0, table.rekey(inode, to: opened, fd: fd) else {
+        guard fstat(fd, &opened) == 0, table.repoint(inode, to: opened, fd: fd) else {
             close(fd)
             return
         }
@@ -215,7 +220,7 @@ final class OverlayFilesystem: @unchecked Sendable {
 
     /// The header for attribute replies. Call with the content lock held (shared is enough).
     func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
-        if let cached = inode.cachedHeader(ctime: ctime) { return cached }
+        if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached }
         let fd = Glibc.open("/proc/self/fd/\(try inode.descriptor())", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw FilesystemError.current() }
         defer { close(fd) }
@@ -231,7 +236,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         if isHidden(header) { throw MAMError.keyUnavailable("the owner's keys were wiped") }
         guard header.isEncrypted else { return nil }
         let generation = self.generation
-        if let cached = inode.cachedFileKey(generation: generation) { return cached }
+        if case .known(_, _, let cached, let loaded) = inode.contentState, loaded == generation, loaded != 0 { return cached }
         let key = try context.fileKey(for: header)
         inode.storeFileKey(key, generation: generation)
         return key
@@ -255,7 +260,7 @@ final class OverlayFilesystem: @unchecked Sendable {
                 st.st_blocks = 0
             }
         }
-        if locked || !inode.isRegular { try body() } else { try inode.content.reading(body) }
+        if locked || !inode.isRegular { try body() } else { try inode.contentLock.reading(body) }
         return st
     }
 
@@ -359,42 +364,24 @@ final class OverlayFilesystem: @unchecked Sendable {
     }
 
     /// A plaintext view of an open file: the entry's header and key, or, when the entry was
-    /// re-keyed to a replacement file after this handle was opened, the handle's own.
+    /// repointed to a replacement file after this handle was opened, the handle's own.
     func content(_ handle: OpenFile) throws -> ProtectedFileContent {
         if handle.backingKey == handle.inode.key {
             let inode = handle.inode
-            var (known, header, key) = inode.headerAndKey
-            if !known {
+            var header: ProtectedFileHeader?
+            var key: SymmetricKey?
+            if case .known(let known, _, let knownKey, _) = inode.contentState {
+                (header, key) = (known, knownKey)
+            } else {
                 // Invalidated while this handle was open (protect rewrote the file in place).
                 var st = stat()
                 guard fstat(handle.fd, &st) == 0 else { throw FilesystemError.current() }
                 header = try ProtectedFileHeader.read(fd: handle.fd)
                 inode.storeHeader(header, stamp: st.st_ctim)
-                key = nil
             }
             if header?.isEncrypted == true && key == nil { key = try fileKey(inode, header: header) }
             return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key)
         }
         return try handle.detachedContent { header in try context.fileKey(for: header) }
-    }
-}
-
-/// Reusable raw buffers for read replies (no per-request allocation of up to 1 MiB).
-final class BufferPool: @unchecked Sendable {
-    let capacity: Int
-    private let mutex = Mutex()
-    private var free: [UnsafeMutableRawBufferPointer] = []
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    func withBuffer<R>(_ size: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
-        if size > capacity {
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
-            defer { buffer.deallocate() }
-            return try body(buffer)
-        }
-        let buffer = mutex.withLock { free.popLast() } ?? UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 64)
-        defer { mutex.withLock { free.append(buffer) } }
-        return try body(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<size]))
     }
 }
