@@ -43,6 +43,13 @@ final class PendingEvictions: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
+    /// The children of `directory` pending now.
+    func count(directory: BackingKey) -> Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return counts[directory] ?? 0
+    }
+
     /// Waits until no child of `directory` is pending, at most `milliseconds`. A node the kernel
     /// keeps (a client's O_PATH descriptor) only costs the timeout.
     func wait(directory: BackingKey, milliseconds: Int) {

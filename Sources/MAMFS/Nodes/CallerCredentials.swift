@@ -1,4 +1,3 @@
-import CFuse
 import Glibc
 
 /// The identity of the process that sent a FUSE request: uid, gid and supplementary groups.
@@ -15,24 +14,6 @@ struct CallerCredentials: Sendable, Equatable {
         self.uid = uid
         self.gid = gid
         self.groups = groups
-    }
-
-    /// The caller of `req`: fuse_req_ctx for uid and gid, fuse_req_getgroups (the caller's
-    /// /proc status) for the supplementary groups. A request without a context is treated as
-    /// user nobody; groups that cannot be read count as none (never more access than known).
-    init(_ req: fuse_req_t?) {
-        guard let ctx = fuse_req_ctx(req)?.pointee else {
-            self.init(uid: 65534, gid: 65534, groups: [])
-            return
-        }
-        var groups = [gid_t](repeating: 0, count: 64)
-        var count = fuse_req_getgroups(req, Int32(groups.count), &groups)
-        if count > Int32(groups.count) {
-            groups = [gid_t](repeating: 0, count: Int(count))
-            count = fuse_req_getgroups(req, Int32(groups.count), &groups)
-        }
-        let known = count > 0 ? Int(min(count, Int32(groups.count))) : 0
-        self.init(uid: ctx.uid, gid: ctx.gid, groups: Array(groups[0..<known]))
     }
 
     func isMember(of group: gid_t) -> Bool { group == gid || groups.contains(group) }

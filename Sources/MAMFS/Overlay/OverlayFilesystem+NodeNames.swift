@@ -2,7 +2,8 @@ import CFuse
 import Glibc
 
 /// Keeping the recorded (parent, name) of entries current, so an entry whose descriptor the
-/// cache closed finds its object again (DescriptorCache), and replies for objects a request made.
+/// cache closed finds its object again (DescriptorCache), and undoing what a request whose
+/// reply the kernel refused made.
 extension OverlayFilesystem {
     /// The entry of the object `name` in `dir` names now, with its descriptor open and pinned
     /// for this request (it must outlive the removal of the name); nil when there is none.
@@ -42,15 +43,20 @@ extension OverlayFilesystem {
         if let moving { table.descriptors.setName(moving, parent: to, name: newName) }
     }
 
-    /// Replies with the entry of an object this request made as `name` in `dir`; when the kernel
-    /// did not take the reply (the request was interrupted), the object is removed again (an
-    /// entry that lives on, another link's, keeps its descriptor: its recorded name is gone).
-    func replyMade(_ req: fuse_req_t?, _ inode: Inode, _ st: stat, _ made: MadeObject?, dir: Inode, name: UnsafePointer<CChar>) {
-        var e = entryParameters(inode, st)
-        if fuse_reply_entry(req, &e) != 0 {
-            table.forget(inode.nodeid, count: 1)
-            made?.remove()
-            table.descriptors.nameRemoved(inode, parent: dir, name: name)
+    /// The kernel did not take the entry of an object a request made (the request was
+    /// interrupted): the lookup is forgotten and the object removed again (an entry that lives
+    /// on, another link's, keeps its descriptor: its recorded name is gone).
+    func abandon(_ made: MadeEntry) {
+        table.forget(made.entry.nodeid, count: 1)
+        made.made?.remove()
+        made.name.withUnsafeBufferPointer { name in
+            guard let name = name.baseAddress else { return }
+            table.descriptors.nameRemoved(made.entry.inode, parent: made.directory, name: name)
         }
+    }
+
+    /// The kernel did not take an entry reply (lookup): the lookup is forgotten.
+    func abandon(_ entry: Entry) {
+        table.forget(entry.nodeid, count: 1)
     }
 }
