@@ -8,12 +8,6 @@
 #include <sys/xattr.h>
 #include <fuse3/fuse_lowlevel.h>
 
-/* FUSE_BUFVEC_INIT is a macro Swift cannot import. */
-static inline struct fuse_bufvec mamfs_fuse_bufvec_init(size_t size) {
-    struct fuse_bufvec bufvec = FUSE_BUFVEC_INIT(size);
-    return bufvec;
-}
-
 /* FUSE_ROOT_ID is a macro Swift does not import. */
 static const unsigned long mamfs_FUSE_ROOT_ID = FUSE_ROOT_ID;
 
@@ -43,8 +37,5 @@ static inline int mamfs_fuse_renameat2(int olddirfd, const char *oldpath, int ne
 }
 static inline int mamfs_fuse_close_range(unsigned int first, unsigned int last, unsigned int flags) {
     return (int)syscall(SYS_close_range, first, last, flags);
-}
-static inline int mamfs_fuse_fallocate(int fd, int mode, long long offset, long long length) {
-    return (int)syscall(SYS_fallocate, fd, mode, (long long)offset, (long long)length);
 }
 #endif

@@ -40,7 +40,7 @@ struct OverlayCoreTests {
             try f.request { try f.fs.write(created.handle, data, offset: 0, writepage: false, caller: f.caller) }
         }
         #expect(written == plaintext.count)
-        f.fs.release(created.handle)
+        f.fs.release(created.handle, caller: f.caller)
 
         let stored = try f.backingBytes("secret.txt")
         #expect(stored.count > plaintext.count)
@@ -51,7 +51,7 @@ struct OverlayCoreTests {
 
         let handle = try f.request { try f.fs.open(created.entry.nodeid, flags: O_RDONLY, caller: f.caller) }
         #expect(try f.read(handle) == plaintext)
-        f.fs.release(handle)
+        f.fs.release(handle, caller: f.caller)
         let attributes = try f.request { try f.fs.getattr(created.entry.nodeid, caller: f.caller) }
         #expect(attributes.st_size == plaintext.count)
         #expect((attributes.st_mode & S_IFMT) == S_IFREG)
@@ -63,7 +63,7 @@ struct OverlayCoreTests {
         let created = try f.request { try f.fs.create(parent: f.root, name: "plain.txt", mode: 0o644, flags: O_CREAT | O_RDWR, caller: f.caller) }
         let bytes = Array(repeating: UInt8(ascii: "z"), count: 5000)
         _ = try bytes.withUnsafeBytes { try f.fs.write(created.handle, $0, offset: 0, writepage: false, caller: f.caller) }
-        f.fs.release(created.handle)
+        f.fs.release(created.handle, caller: f.caller)
         let stored = try f.backingBytes("plain.txt")
         #expect(stored.count > bytes.count)
         #expect(Array(stored.suffix(bytes.count)) == bytes)
@@ -77,7 +77,7 @@ struct OverlayCoreTests {
         let block = BlockLayout.plaintextBlockSize
         let bytes = Array(repeating: UInt8(7), count: 2 * block + 100)
         _ = try bytes.withUnsafeBytes { try f.fs.write(created.handle, $0, offset: 0, writepage: false, caller: f.caller) }
-        f.fs.release(created.handle)
+        f.fs.release(created.handle, caller: f.caller)
         // Cut the third block to 10 stored bytes (less than its nonce and tag): only the two
         // whole blocks count.
         let path = f.backing + "/torn"

@@ -53,7 +53,7 @@ extension LowLevelOperations {
         ops.statfs = { req, _ in
             let fs = filesystem(req)
             do {
-                var st = try fs.statfs()
+                var st = try fs.statfs(caller: Caller(req))
                 fuse_reply_statfs(req, &st)
             } catch { Reply.error(req, fs, error) }
         }

@@ -39,7 +39,7 @@ extension LowLevelOperations {
             }
         }
         ops.release = { req, _, fi in
-            if let fi, let handle = OpenFile.release(fi.pointee.fh) { filesystem(req).release(handle) }
+            if let fi, let handle = OpenFile.release(fi.pointee.fh) { filesystem(req).release(handle, caller: Caller(req)) }
             fuse_reply_err(req, 0)
         }
         ops.fallocate = { req, _, mode, offset, length, fi in

@@ -2,7 +2,7 @@ import Synchronization
 
 /// An open directory: a snapshot of its entries, taken at opendir and again whenever a
 /// listing restarts at offset 0 (rewinddir), so entry offsets stay stable within one pass.
-final class OpenDirectory: @unchecked Sendable {
+final class OpenDirectory: KernelHandle, @unchecked Sendable {
     let inode: Inode
 
     /// The listing and how far readdirplus prefetched headers in it.
@@ -14,18 +14,4 @@ final class OpenDirectory: @unchecked Sendable {
     let snapshot = Mutex(Snapshot())
 
     init(inode: Inode) { self.inode = inode }
-
-    func retainedHandle() -> UInt64 {
-        UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
-    }
-
-    static func borrow(_ fh: UInt64) -> OpenDirectory? {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
-        return Unmanaged<OpenDirectory>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
-    static func release(_ fh: UInt64) -> OpenDirectory? {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
-        return Unmanaged<OpenDirectory>.fromOpaque(pointer).takeRetainedValue()
-    }
 }

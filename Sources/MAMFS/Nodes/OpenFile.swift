@@ -5,7 +5,7 @@ import Synchronization
 /// An open regular file: the backing descriptor (O_RDWR whenever the caller may write, so
 /// blocks can be read back and merged) and whether the caller asked for O_APPEND (mamfs
 /// appends at the plaintext end itself; the backing descriptor never has O_APPEND).
-final class OpenFile: @unchecked Sendable {
+final class OpenFile: KernelHandle, @unchecked Sendable {
     let inode: Inode
     let fd: Int32
     let append: Bool
@@ -36,19 +36,4 @@ final class OpenFile: @unchecked Sendable {
     }
 
     deinit { close(fd) }
-
-    /// The value stored in fuse_file_info.fh (a retained reference).
-    func retainedHandle() -> UInt64 {
-        UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque()))
-    }
-
-    static func borrow(_ fh: UInt64) -> OpenFile? {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
-        return Unmanaged<OpenFile>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
-    static func release(_ fh: UInt64) -> OpenFile? {
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(fh)) else { return nil }
-        return Unmanaged<OpenFile>.fromOpaque(pointer).takeRetainedValue()
-    }
 }

@@ -145,8 +145,8 @@ extension OverlayFilesystem {
         guard SwiftGlibc.fsync(fd) == 0 else { throw FilesystemError.current() }
     }
 
-    /// statvfs of the backing directory.
-    func statfs() throws -> statvfs {
+    /// statvfs of the backing directory (about the whole mount: nothing to admit).
+    func statfs(caller: Caller) throws -> statvfs {
         var st = statvfs()
         guard statvfs(rootPath, &st) == 0 else { throw FilesystemError.current() }
         return st

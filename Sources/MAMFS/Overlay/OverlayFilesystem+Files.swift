@@ -215,8 +215,9 @@ extension OverlayFilesystem {
         if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: true) }
     }
 
-    /// The last reference to a handle went (the caller took it from the kernel's fh).
-    func release(_ handle: OpenFile) {
+    /// The last reference to a handle went (the caller took it from the kernel's fh). Not
+    /// admitted: the kernel releases a handle whoever is asking.
+    func release(_ handle: OpenFile, caller: Caller) {
         handle.inode.adjustOpenCount(-1)
         if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: false) }
     }
