@@ -19,7 +19,7 @@ let package = Package(
         .target(name: "MAMSystem", dependencies: ["CSystem"]),
         .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem", "MAMSystem"]),
         .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem"]),
-        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "CFuse", "CSystem"]),
+        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "MAMSystem", "CFuse", "CSystem"]),
         .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection", "MAMSystem"]),
         .testTarget(name: "MAMSystemTests", dependencies: ["MAMSystem"]),
         .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection"]),

@@ -3,6 +3,7 @@ import Dispatch
 import Glibc
 import MAMFileProvider
 import MAMProtection
+import MAMSystem
 
 /// The hooks of a non-replicated provider mount: placeholders materialized on open, and every
 /// local change answered by remote work on one serial queue, in request order (see
@@ -48,7 +49,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     func materializeIfPlaceholder(_ inode: Inode, in fs: OverlayFilesystem) throws {
         guard inode.isRegular else { return }
         var st = stat()
-        guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
+        guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
         try inode.contentLock.writing {
             let path = try fs.backingPath(inode)
             guard NonReplicatedProvider.placeholderInfo(localPath: path) != nil else { return }
@@ -64,7 +65,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
             DescriptorCache.withPins {
                 inode.contentLock.reading {
                     var st = stat()
-                    guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
+                    guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
                           let path = try? fs.backingPath(inode) else { return }
                     do {
                         try provider.itemChanged(localPath: path)
@@ -131,10 +132,9 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         if let attributes = LocalItemAttributes.read(path: path) {
             return RemovedItem(identifier: attributes.identifier, baseVersion: attributes.contentVersion, attributes: attributes)
         }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { lgetxattr(path, LocalItemAttributes.itemAttribute, $0.baseAddress, $0.count) }
-        guard n > 0 else { return nil }
-        return RemovedItem(identifier: ItemIdentifier(String(decoding: buffer[0..<n], as: UTF8.self)), baseVersion: nil, attributes: nil)
+        let attributes = ExtendedAttributes(path: path, followSymlink: false)
+        guard let identifier = (try? attributes.string(LocalItemAttributes.itemAttribute)) ?? nil, !identifier.isEmpty else { return nil }
+        return RemovedItem(identifier: ItemIdentifier(identifier), baseVersion: nil, attributes: nil)
     }
 
     /// The local object was unlinked or removed through the mount (call it on the queue).

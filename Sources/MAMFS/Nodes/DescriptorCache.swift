@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import MAMSystem
 import Synchronization
 
 /// Where a node was last seen: its parent's entry and its name there (the kernel's bytes with
@@ -42,7 +43,7 @@ final class DescriptorCache: @unchecked Sendable {
     /// listings, the state database and libfuse), between 16 and 8192.
     static func defaultBudget() -> Int {
         var limit = rlimit()
-        guard getrlimit(mamfs_fuse_RLIMIT_NOFILE, &limit) == 0 else { return 256 }
+        guard getrlimit(SystemConstants.resourceOpenFiles, &limit) == 0 else { return 256 }
         // RLIM_INFINITY is the largest value: clamped like any large limit.
         let soft = UInt64(limit.rlim_cur)
         return Int(min(max(soft / 4, 16), 8192))
@@ -79,19 +80,15 @@ final class DescriptorCache: @unchecked Sendable {
         if open >= 0 { return open }
         guard let record else { throw FilesystemError(code: ESTALE) }
         let parentFD = try descriptor(of: record.parent)
-        let fd = record.name.withUnsafeBufferPointer { name -> Int32 in
-            guard let name = name.baseAddress else { return -1 }
-            return openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        let found: FileDescriptor
+        do {
+            // The recorded name's bytes, NUL-terminated, as the openat argument.
+            found = try FileDescriptor.openPath(in: parentFD, record.name, flags: O_NOFOLLOW)
+        } catch {
+            throw FilesystemError(code: error == .noSuchFile || error == .notDirectory ? ESTALE : error.rawValue)
         }
-        guard fd >= 0 else {
-            throw FilesystemError(code: errno == ENOENT || errno == ENOTDIR ? ESTALE : errno)
-        }
-        var st = stat()
-        guard fstat(fd, &st) == 0, BackingKey(st) == inode.key else {
-            close(fd)
-            throw FilesystemError(code: ESTALE)
-        }
-        return adopt(fd, for: inode, scope: scope)
+        guard let st = try? found.stat(), BackingKey(st) == inode.key else { throw FilesystemError(code: ESTALE) }
+        return adopt(found.take(), for: inode, scope: scope)
     }
 
     /// The descriptor of `inode` when it is open now (pinned like `descriptor(of:)`), else nil;
@@ -177,7 +174,7 @@ final class DescriptorCache: @unchecked Sendable {
             inode.slot.retired.removeAll()
             return retired + (ledger.takeDescriptor(inode).map { [$0] } ?? [])
         }
-        for descriptor in fd ?? [] { close(descriptor) }
+        for descriptor in fd ?? [] { SystemCall.close(descriptor) }
     }
 
     /// The last handle of `inode` was released: its descriptor may be closed again when idle.
@@ -213,7 +210,7 @@ final class DescriptorCache: @unchecked Sendable {
             ledger.closing.removeAll()
             return queued + ledger.evictIfOverBudget()
         }
-        for fd in victims { close(fd) }
+        for fd in victims { SystemCall.close(fd) }
     }
 }
 

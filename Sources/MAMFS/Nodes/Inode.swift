@@ -1,5 +1,6 @@
 import Glibc
 import MAMProtection
+import MAMSystem
 import Synchronization
 
 /// One backing object known to the kernel (a FUSE nodeid). Hard links share one entry, so
@@ -41,8 +42,8 @@ final class Inode: @unchecked Sendable {
 
     deinit {
         descriptors.entryGone(holding: slot.fd)
-        if slot.fd >= 0 { close(slot.fd) }
-        for fd in slot.retired { close(fd) }
+        if slot.fd >= 0 { SystemCall.close(slot.fd) }
+        for fd in slot.retired { SystemCall.close(fd) }
         if let mark = state.withLock({ $0.evictionMark }) { mark.pending.remove(directory: mark.directory) }
     }
 
@@ -70,8 +71,8 @@ final class Inode: @unchecked Sendable {
 
     var key: BackingKey { state.withLock { $0.key } }
 
-    /// "/proc/self/fd/N": the backing object itself, usable with path-only calls.
-    var procPath: String { "/proc/self/fd/\(fd)" }
+    /// The descriptor's /proc/self/fd path: the backing object itself, usable with path-only calls.
+    var procPath: String { ProcessDescriptorPath.path(of: fd) }
 
     /// Points the entry at another backing object (after protect replaced the file).
     func replaceBacking(key: BackingKey, fd: Int32) {

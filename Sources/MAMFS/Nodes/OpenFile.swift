@@ -1,5 +1,6 @@
 import Glibc
 import MAMProtection
+import MAMSystem
 import Synchronization
 
 /// An open regular file: the backing descriptor (O_RDWR whenever the caller may write, so
@@ -35,5 +36,5 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
         return try ProtectedFileContent(fd: fd, header: header, fileKey: key)
     }
 
-    deinit { close(fd) }
+    deinit { SystemCall.close(fd) }
 }

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// Paths, headers, keys and attributes of backing objects, and the owner a new file inherits.
 extension OverlayFilesystem {
@@ -8,16 +9,7 @@ extension OverlayFilesystem {
     /// The current backing path of an object (follows renames made through the mount).
     func backingPath(_ inode: Inode) throws -> String {
         if inode.nodeid == table.root.nodeid { return rootPath }
-        guard var link = readLink("/proc/self/fd/\(try inode.descriptor())") else { throw FilesystemError.current() }
-        if link.hasSuffix(" (deleted)") { link.removeLast(" (deleted)".count) }
-        return link
-    }
-
-    func readLink(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = SwiftGlibc.readlink(path, &buffer, buffer.count - 1)
-        guard n >= 0 else { return nil }
-        return buffer.withUnsafeBufferPointer { String(decoding: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0)[0..<n]), as: UTF8.self) }
+        return try ProcessDescriptorPath.currentPath(of: try inode.descriptor()).path
     }
 
     /// The owner a new file in `directory` gets: the tag of the nearest tagged backing
@@ -25,7 +17,7 @@ extension OverlayFilesystem {
     ///
     /// Walks by descriptors (the directory's own O_PATH descriptor, then "..") rather than by
     /// path: no readlink and no path walk per level, on the create path of every file.
-    /// - Throws: `FilesystemError` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
+    /// - Throws: `Errno` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
     ///   walk never falls back to the mount's account because a tagged level was out of reach.
     func inheritedOwner(of directory: Inode) throws -> String {
         try inheritedOwner(directoryFD: try directory.descriptor())
@@ -33,36 +25,26 @@ extension OverlayFilesystem {
 
     /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent).
     func inheritedOwner(directoryPath: String) throws -> String {
-        let fd = Glibc.open(directoryPath, mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
-        defer { close(fd) }
-        return try inheritedOwner(directoryFD: fd)
+        let directory = try FileDescriptor.openPath(directoryPath, flags: O_DIRECTORY)
+        return try inheritedOwner(directoryFD: directory.rawValue)
     }
 
     /// The walk itself, from a descriptor of the starting directory (not closed here).
     private func inheritedOwner(directoryFD: Int32) throws -> String {
         let rootKey = table.root.key
-        var current = directoryFD
-        defer { if current != directoryFD { close(current) } }
-        var st = stat()
-        guard fstat(current, &st) == 0 else { throw FilesystemError.current() }
+        var st = try SystemCall.stat(fd: directoryFD)
+        if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: directoryFD)) { return owner }
+        guard BackingKey(st) != rootKey else { return options.account }
+        var current = try FileDescriptor.openPath(in: directoryFD, "..", flags: O_DIRECTORY)
         while true {
-            if let owner = DirectoryOwner.read(path: "/proc/self/fd/\(current)") { return owner }
-            // The backing root ends the walk; so does the filesystem root (a directory moved
-            // out of the backing tree behind the mount's back).
-            if BackingKey(st) == rootKey { break }
-            let parent = openat(current, "..", mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-            guard parent >= 0 else { throw FilesystemError.current() }
-            var parentStat = stat()
-            guard fstat(parent, &parentStat) == 0 else {
-                let error = FilesystemError.current()
-                close(parent)
-                throw error
-            }
-            if current != directoryFD { close(current) }
-            current = parent
+            let parentStat = try current.stat()
+            // The filesystem root ends the walk (a directory moved out of the backing tree
+            // behind the mount's back); so does the backing root.
             guard BackingKey(parentStat) != BackingKey(st) else { break }
             st = parentStat
+            if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: current.rawValue)) { return owner }
+            if BackingKey(st) == rootKey { break }
+            current = try FileDescriptor.openPath(in: current.rawValue, "..", flags: O_DIRECTORY)
         }
         return options.account
     }
@@ -73,18 +55,17 @@ extension OverlayFilesystem {
         return (parent == "/" ? "" : parent) + "/" + String(cString: name)
     }
 
+    /// The directory part of the absolute backing path `path` (the backing root for a bare name).
     func parentPath(_ path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return rootPath }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
+        let parent = PathName.parent(of: path)
+        return parent.isEmpty ? rootPath : parent
     }
 
     /// The header for attribute replies. Call with the content lock held (shared is enough).
     func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
         if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached }
-        let fd = Glibc.open("/proc/self/fd/\(try inode.descriptor())", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
-        defer { close(fd) }
-        let header = try ProtectedFileHeader.read(fd: fd)
+        let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        let header = try ProtectedFileHeader.read(fd: file.rawValue)
         inode.storeHeader(header, stamp: ctime)
         return header
     }
@@ -106,7 +87,7 @@ extension OverlayFilesystem {
     func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
         var st = stat()
         let body = {
-            guard fstatat(try inode.descriptor(), "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
+            guard fstatat(try inode.descriptor(), "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
                 throw FilesystemError.current()
             }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
@@ -123,19 +104,11 @@ extension OverlayFilesystem {
         return st
     }
 
+    /// Replaces the backing size in `st` by the plaintext size under `header` (a torn tail
+    /// shows its whole blocks: `ProtectedFileContent.visiblePlaintextSize`).
     func applyPlaintextSize(_ st: inout stat, header: ProtectedFileHeader?) {
         guard let header else { return }
-        let stored = Int64(st.st_size)
-        let size: Int64
-        if let exact = try? ProtectedFileContent.plaintextSize(storedSize: stored, header: header) {
-            size = exact
-        } else {
-            // Cut short by someone else: count the blocks that are whole.
-            let body = max(0, stored - Int64(header.length))
-            let full = body / Int64(BlockLayout.storedBlockSize)
-            let rest = body % Int64(BlockLayout.storedBlockSize)
-            size = full * Int64(BlockLayout.plaintextBlockSize) + max(0, rest - Int64(BlockLayout.overhead))
-        }
+        let size = ProtectedFileContent.visiblePlaintextSize(storedSize: Int64(st.st_size), header: header)
         st.st_size = Int(size)
         if header.isEncrypted { st.st_blocks = Int((size + 511) / 512) }
     }

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// Directories and special files: mkdir, mknod, symlink, readlink, link, unlink, rmdir,
 /// rename, fsyncdir, statfs.
@@ -21,7 +22,7 @@ extension OverlayFilesystem {
             try checkVisibleName(dir, name)
             let created = try createTagged(caller, dir: dir, name: name, mode: mode)
             made = created.made
-            close(created.fd)
+            _ = consume created
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             return MadeEntry(entry: entry(inode, st), made: made, directory: dir, name: nameBytes(name))
         } catch {
@@ -59,10 +60,7 @@ extension OverlayFilesystem {
     /// The symlink's target bytes (without a terminating NUL).
     func readlink(_ nodeid: UInt64, caller: Caller) throws -> [CChar] {
         let inode = try node(nodeid, for: .readLink, by: caller)
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlinkat(inode.fd, "", &buffer, buffer.count - 1)
-        guard n >= 0 else { throw FilesystemError.current() }
-        return Array(buffer[0..<n])
+        return try SymbolicLink.readLink(atFD: inode.fd, name: "").map { CChar(bitPattern: $0) }
     }
 
     /// A new hard link `newName` in `newParent` to `nodeid`.
@@ -73,7 +71,7 @@ extension OverlayFilesystem {
                 let inode = try node(nodeid, for: .link, by: caller)
                 let dir = try node(newParent, for: .makeEntry, by: caller)
                 try checkVisibleName(dir, newName)
-                let source = "/proc/self/fd/\(try inode.descriptor())"
+                let source = ProcessDescriptorPath.path(of: try inode.descriptor())
                 let dirFD = try dir.descriptor()
                 guard linkat(AT_FDCWD, source, dirFD, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
                 made = MadeObject(directoryFD: dirFD, name: newName)
@@ -122,15 +120,14 @@ extension OverlayFilesystem {
         try namespaceLock.reading {
             let from = try node(parent, for: .rename, by: caller)
             let to = try node(newParent, for: .rename, by: caller)
-            guard flags & ~(mamfs_fuse_RENAME_NOREPLACE | mamfs_fuse_RENAME_EXCHANGE) == 0 else { throw FilesystemError(code: EINVAL) }
-            let exchange = flags & mamfs_fuse_RENAME_EXCHANGE != 0
+            guard flags & ~(SystemConstants.renameNoReplace | SystemConstants.renameExchange) == 0 else { throw FilesystemError(code: EINVAL) }
+            let exchange = flags & SystemConstants.renameExchange != 0
             try checkVisibleName(from, name, missing: true)
             try checkVisibleName(to, newName)
             let move = RenameRequest(from: from, name: name, to: to, newName: newName, exchange: exchange)
             try hooks.renaming(move, fs: self) {
                 let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
-                let rc = flags == 0 ? renameat(from.fd, name, to.fd, newName) : mamfs_fuse_renameat2(from.fd, name, to.fd, newName, flags)
-                guard rc == 0 else { throw FilesystemError.current() }
+                try SystemCall.rename(from: from.fd, name, to: to.fd, newName, flags: flags)
                 recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
             }
         }
@@ -139,10 +136,8 @@ extension OverlayFilesystem {
     /// fsync of the backing directory.
     func fsyncdir(_ nodeid: UInt64, caller: Caller) throws {
         let inode = try node(nodeid, for: .sync, by: caller)
-        let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
-        defer { close(fd) }
-        guard SwiftGlibc.fsync(fd) == 0 else { throw FilesystemError.current() }
+        let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try directory.sync()
     }
 
     /// statvfs of the backing directory (about the whole mount: nothing to admit).

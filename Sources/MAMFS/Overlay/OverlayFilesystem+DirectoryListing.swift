@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// Directory listings: opendir and the entries of readdir/readdirplus.
 extension OverlayFilesystem {
@@ -38,13 +39,10 @@ extension OverlayFilesystem {
 
     /// The entries of a backing directory, without files of wiped owners.
     func listing(_ inode: Inode) throws -> [DirectoryEntry] {
-        let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
-        guard let stream = fdopendir(fd) else {
-            let error = FilesystemError.current()
-            close(fd)
-            throw error
-        }
+        // A stream of its own ("." and ".." included, as the backing directory lists them).
+        let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard let stream = fdopendir(directory.rawValue) else { throw Errno.current }
+        _ = directory.take()
         defer { closedir(stream) }
         let checkOwners = hasWipedOwners
         let atRoot = inode.nodeid == table.root.nodeid
@@ -69,10 +67,8 @@ extension OverlayFilesystem {
         return entries
     }
     private func ownerIsWiped(dirFD: Int32, name: UnsafePointer<CChar>) -> Bool {
-        let fd = openat(dirFD, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return isHidden((try? ProtectedFileHeader.read(fd: fd)) ?? nil)
+        guard let file = try? FileDescriptor.open(in: dirFD, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return false }
+        return isHidden((try? ProtectedFileHeader.read(fd: file.rawValue)) ?? nil)
     }
     /// Starts reading the headers of the regular files among `entries` (one page each,
     /// POSIX_FADV_WILLNEED: asynchronous), so the lookups of a readdirplus reply find them in
@@ -82,10 +78,8 @@ extension OverlayFilesystem {
         let device = dir.key.device
         for entry in entries where entry.type == UInt8(DT_REG) {
             if let known = table.existing(BackingKey(device: device, inode: entry.ino)), known.hasCachedHeader { continue }
-            let fd = openat(dir.fd, entry.name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            _ = posix_fadvise(fd, 0, off_t(ProtectedFileHeader.maximumLength), POSIX_FADV_WILLNEED)
-            close(fd)
+            guard let file = try? FileDescriptor.open(in: dir.fd, entry.name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { continue }
+            _ = posix_fadvise(file.rawValue, 0, off_t(ProtectedFileHeader.maximumLength), POSIX_FADV_WILLNEED)
         }
     }
 }

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// An errno to answer a request with.
 struct FilesystemError: Error {
@@ -14,6 +15,7 @@ extension OverlayFilesystem {
     /// (from `inode`, or `path` when the entry is not in the table yet, as in lookup).
     func errnoCode(_ error: Error, _ inode: Inode?, path: @autoclosure () -> String? = nil) -> Int32 {
         if let error = error as? FilesystemError { return error.code }
+        if let error = error as? Errno { return error.rawValue }
         if let error = error as? MAMError {
             switch error {
             case .authenticationFailed, .keyUnavailable:

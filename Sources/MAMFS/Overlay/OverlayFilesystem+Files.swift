@@ -2,6 +2,7 @@ import CFuse
 import Glibc
 import MAMFileProvider
 import MAMProtection
+import MAMSystem
 
 /// Regular files: create, open, read, write, fsync, release, fallocate, lseek.
 extension OverlayFilesystem {
@@ -9,23 +10,24 @@ extension OverlayFilesystem {
     /// the nearest tagged directory, else the mount's account); returns the read-write
     /// descriptor with the header and file key it was written with, and what removes the file
     /// again when the request fails later.
-    func createTagged(_ caller: Caller, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws
-        -> (fd: Int32, header: ProtectedFileHeader?, key: SymmetricKey?, made: MadeObject) {
+    func createTagged(_ caller: Caller, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws -> NewFile {
         let dirFD = try dir.descriptor()
-        let fd = openat(dirFD, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode & 0o7777)
-        guard fd >= 0 else { throw FilesystemError.current() }
-        var st = stat()
-        let made = fstat(fd, &st) == 0 ? MadeObject(directoryFD: dirFD, name: name, stat: st) : MadeObject(directoryFD: dirFD, name: name)
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(in: dirFD, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode: mode & 0o7777)
+        } catch {
+            throw FilesystemError(code: error.rawValue)
+        }
+        let made = (try? file.stat()).map { MadeObject(directoryFD: dirFD, name: name, stat: $0) } ?? MadeObject(directoryFD: dirFD, name: name)
         do {
             guard let made else { throw FilesystemError.current() }
             chownToCaller(caller, dirFD: dirFD, name: name)
             let owner = try inheritedOwner(of: dir)
             let (header, key) = try context.newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.
-            if let header { try ProtectedFileContent(fd: fd, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
-            return (fd, header, key, made)
+            if let header { try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
+            return NewFile(file: file, header: header, key: key, made: made)
         } catch {
-            close(fd)
             made?.remove()
             throw error
         }
@@ -39,19 +41,20 @@ extension OverlayFilesystem {
         refresh(force: true)
         let dir = try node(parent, for: .makeEntry, by: caller)
         try checkVisibleName(dir, name)
-        let created: (fd: Int32, header: ProtectedFileHeader?, key: SymmetricKey?, made: MadeObject)
+        let created: NewFile
         do {
             created = try createTagged(caller, dir: dir, name: name, mode: mode)
         } catch let error as FilesystemError where error.code == EEXIST && flags & O_EXCL == 0 {
             return try openExisting(dir, name, flags: flags)
         }
+        let made = created.made
         var registered: Inode?
         do {
             let handle = try register(created, dir: dir, name: name, flags: flags, registered: &registered)
-            return CreatedFile(entry: try entryOfOpen(handle), handle: handle, made: created.made)
+            return CreatedFile(entry: try entryOfOpen(handle), handle: handle, made: made)
         } catch {
             if let registered { table.forget(registered.nodeid, count: 1) }
-            created.made.remove()
+            made.remove()
             throw error
         }
     }
@@ -71,25 +74,19 @@ extension OverlayFilesystem {
 
     /// The entry for a file just created on `created.fd`, holding the header and key just
     /// written (no read back, no second unwrap), with one handle open.
-    private func register(_ created: (fd: Int32, header: ProtectedFileHeader?, key: SymmetricKey?, made: MadeObject),
-                          dir: Inode, name: UnsafePointer<CChar>, flags: Int32, registered: inout Inode?) throws -> OpenFile {
-        do {
-            var st = stat()
-            guard fstat(created.fd, &st) == 0 else { throw FilesystemError.current() }
-            let pathFD = Glibc.open("/proc/self/fd/\(created.fd)", mamfs_fuse_O_PATH | O_CLOEXEC)
-            guard pathFD >= 0 else { throw FilesystemError.current() }
-            let inode = table.acquire(st, fd: pathFD, parent: dir, name: name)
-            registered = inode
-            let generation = self.generation
-            inode.contentLock.writing {
-                inode.storeHeader(created.header, key: created.key, generation: generation, stamp: st.st_ctim)
-                inode.adjustOpenCount(1)
-            }
-            return OpenFile(inode: inode, fd: created.fd, append: flags & O_APPEND != 0, writable: true)
-        } catch {
-            close(created.fd)
-            throw error
+    private func register(_ created: consuming NewFile, dir: Inode, name: UnsafePointer<CChar>, flags: Int32,
+                          registered: inout Inode?) throws -> OpenFile {
+        let st = try created.file.stat()
+        let path = try FileDescriptor.reopen(created.file.rawValue, SystemConstants.pathOnly | O_CLOEXEC)
+        let inode = table.acquire(st, fd: path.take(), parent: dir, name: name)
+        registered = inode
+        let generation = self.generation
+        let (header, key) = (created.header, created.key)
+        inode.contentLock.writing {
+            inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
+            inode.adjustOpenCount(1)
         }
+        return OpenFile(inode: inode, fd: created.file.take(), append: flags & O_APPEND != 0, writable: true)
     }
 
     /// The entry of a just-opened handle's file; the handle's open count is given back when
@@ -142,8 +139,8 @@ extension OverlayFilesystem {
         // Linux truncates on O_RDONLY|O_TRUNC too (the kernel has checked write permission).
         let truncating = flags & O_TRUNC != 0
         let passed = flags & (O_SYNC | O_DSYNC)
-        let fd = Glibc.open(inode.procPath, (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
+        let file = try FileDescriptor.reopen(try inode.descriptor(), (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+        let fd = file.rawValue
         do {
             try inode.contentLock.writing {
                 var st = stat()
@@ -173,11 +170,8 @@ extension OverlayFilesystem {
                 }
                 inode.adjustOpenCount(1)
             }
-        } catch {
-            close(fd)
-            throw error
         }
-        return OpenFile(inode: inode, fd: fd, append: flags & O_APPEND != 0, writable: writable)
+        return OpenFile(inode: inode, fd: file.take(), append: flags & O_APPEND != 0, writable: writable)
     }
 
     /// Reads up to `size` plaintext bytes at plaintext `offset` into a pooled buffer and passes
@@ -240,10 +234,10 @@ extension OverlayFilesystem {
         return try handle.inode.contentLock.reading {
             let content = try content(handle)
             let size = try content.plaintextSize()
-            if whence != mamfs_fuse_SEEK_DATA && whence != mamfs_fuse_SEEK_HOLE { throw FilesystemError(code: EINVAL) }
+            if whence != SystemConstants.seekData && whence != SystemConstants.seekHole { throw FilesystemError(code: EINVAL) }
             guard offset >= 0, Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
             if content.header?.isEncrypted == true {
-                return whence == mamfs_fuse_SEEK_DATA ? Int64(offset) : size
+                return whence == SystemConstants.seekData ? Int64(offset) : size
             }
             let position = Glibc.lseek(handle.fd, off_t(content.dataOffset + Int64(offset)), whence)
             guard position >= 0 else { throw FilesystemError.current() }

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// Names and attributes: lookup, forget, access, getattr, setattr.
 extension OverlayFilesystem {
@@ -61,12 +62,12 @@ extension OverlayFilesystem {
     /// exclusive content lock.
     private func changeMetadataKeepingHeader(_ inode: Inode, _ handle: OpenFile?, _ changes: AttributeChanges) throws -> stat {
         var before = stat()
-        let known = fstatat(inode.fd, "", &before, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0
+        let known = fstatat(inode.fd, "", &before, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0
             ? inode.currentContent(ctime: before.st_ctim) : .unknown
         try applyMetadata(inode, handle, changes)
         var after = stat()
         if case .known(let header, _, _, _) = known,
-           fstatat(inode.fd, "", &after, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 {
+           fstatat(inode.fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
             inode.storeHeader(header, stamp: after.st_ctim)
         }
         return try attributes(inode, locked: true, hideWiped: false)
@@ -77,7 +78,7 @@ extension OverlayFilesystem {
         if changes.uid != nil || changes.gid != nil {
             let uid = changes.uid ?? uid_t.max
             let gid = changes.gid ?? gid_t.max
-            guard fchownat(inode.fd, "", uid, gid, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            guard fchownat(inode.fd, "", uid, gid, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
         }
         if let mode = changes.mode {
             let rc = handle.map { fchmod($0.fd, mode & 0o7777) } ?? chmod(inode.procPath, mode & 0o7777)
@@ -87,9 +88,9 @@ extension OverlayFilesystem {
         // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime (F14).
         func time(_ change: AttributeChanges.Time) -> timespec {
             switch change {
-            case .now: timespec(tv_sec: 0, tv_nsec: mamfs_fuse_UTIME_NOW)
+            case .now: timespec(tv_sec: 0, tv_nsec: SystemConstants.utimeNow)
             case .set(let value): value
-            case .omit: timespec(tv_sec: 0, tv_nsec: mamfs_fuse_UTIME_OMIT)
+            case .omit: timespec(tv_sec: 0, tv_nsec: SystemConstants.utimeOmit)
             }
         }
         var times = [time(changes.accessTime), time(changes.modificationTime)]
@@ -111,13 +112,9 @@ extension OverlayFilesystem {
                 try content(handle).truncate(to: size)
                 return
             }
-            let fd = Glibc.open(inode.procPath, O_RDWR | O_CLOEXEC)
-            guard fd >= 0 else { throw FilesystemError.current() }
-            defer { close(fd) }
-            var st = stat()
-            guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
-            let header = try self.header(inode, ctime: st.st_ctim)
-            try ProtectedFileContent(fd: fd, header: header, fileKey: try fileKey(inode, header: header)).truncate(to: size)
+            let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDWR | O_CLOEXEC)
+            let header = try self.header(inode, ctime: try file.stat().st_ctim)
+            try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try fileKey(inode, header: header)).truncate(to: size)
         }
     }
     /// Finds `name` in `parent`, registers it (lookup count + 1, `name` recorded as where it
@@ -135,23 +132,15 @@ extension OverlayFilesystem {
             inode = known
             if table.descriptors.openDescriptor(of: known) == nil {
                 // Closed by the cache: opened from the name just found, not the old record.
-                let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
-                var opened = stat()
-                if fd >= 0, fstat(fd, &opened) == 0, BackingKey(opened) == known.key {
-                    table.descriptors.adopt(fd, for: known)
-                } else if fd >= 0 {
-                    close(fd)
+                if let found = try? FileDescriptor.openPath(in: parentFD, name, flags: O_NOFOLLOW),
+                   let opened = try? found.stat(), BackingKey(opened) == known.key {
+                    table.descriptors.adopt(found.take(), for: known)
                 }
             }
         } else {
-            let fd = openat(parentFD, name, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { throw FilesystemError.current() }
-            guard fstat(fd, &st) == 0 else {
-                let error = FilesystemError.current()
-                close(fd)
-                throw error
-            }
-            inode = table.acquire(st, fd: fd, parent: parent, name: name)
+            let found = try FileDescriptor.openPath(in: parentFD, name, flags: O_NOFOLLOW)
+            st = try found.stat()
+            inode = table.acquire(st, fd: found.take(), parent: parent, name: name)
         }
         do {
             let attributes = try attributes(inode)

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// Owner changes through the mount (writing `user.mam.owner`), checked with the caller's
 /// credentials on every object they rewrite.
@@ -46,56 +47,43 @@ extension OverlayFilesystem {
     /// (regular files, tagged directories; directories it walks must be searchable).
     private func checkOwnerChange(of inode: Inode, by caller: CallerCredentials) throws {
         var st = stat()
-        guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
         guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
         // Root may write everything: no walk.
         guard inode.isDirectory, caller.uid != 0 else { return }
-        let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw FilesystemError.current() }
-        try checkOwnerChange(below: fd, by: caller)
+        let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try checkOwnerChange(below: directory, by: caller)
     }
 
-    /// The walk below the open directory `fd` (closed here), by descriptors without following
+    /// The walk below the open directory `directory`, by descriptors without following
     /// symlinks, as the recursive protect sees the tree.
-    private func checkOwnerChange(below fd: Int32, by caller: CallerCredentials) throws {
-        guard let stream = fdopendir(fd) else {
-            let error = FilesystemError.current()
-            close(fd)
-            throw error
+    private func checkOwnerChange(below directory: consuming FileDescriptor, by caller: CallerCredentials) throws {
+        let dirFD = directory.rawValue
+        var entries = try DirectoryIterator(adopting: directory)
+        while let entry = try entries.next() {
+            try entry.cName.withUnsafeBufferPointer { buffer in
+                guard let name = buffer.baseAddress else { return }
+                try checkOwnerChange(of: name, in: dirFD, by: caller)
+            }
         }
-        defer { closedir(stream) }
-        let dirFD = Glibc.dirfd(stream)
-        while true {
-            errno = 0
-            guard let entry = Glibc.readdir(stream) else {
-                if errno != 0 { throw FilesystemError.current() }
-                return
+    }
+
+    /// One entry of the walk: a file must be writable, a directory searchable (and writable
+    /// when tagged), and what is below a directory is checked in turn.
+    private func checkOwnerChange(of name: UnsafePointer<CChar>, in dirFD: Int32, by caller: CallerCredentials) throws {
+        guard let st = try? SystemCall.stat(in: dirFD, name) else { return }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG:
+            guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+        case S_IFDIR:
+            guard caller.permits(.search, on: st) else { throw FilesystemError(code: EACCES) }
+            let child = try FileDescriptor.open(in: dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if DirectoryOwner.read(path: ProcessDescriptorPath.path(of: child.rawValue)) != nil && !caller.permits(.write, on: st) {
+                throw FilesystemError(code: EACCES)
             }
-            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { name in
-                name[0] == UInt8(ascii: ".") && (name[1] == 0 || (name[1] == UInt8(ascii: ".") && name[2] == 0))
-            }
-            if isDot { continue }
-            try withUnsafePointer(to: entry.pointee.d_name) { raw in
-                try raw.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) { name in
-                    var st = stat()
-                    guard fstatat(dirFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return }
-                    switch st.st_mode & S_IFMT {
-                    case S_IFREG:
-                        guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
-                    case S_IFDIR:
-                        guard caller.permits(.search, on: st) else { throw FilesystemError(code: EACCES) }
-                        let child = openat(dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                        guard child >= 0 else { throw FilesystemError.current() }
-                        if DirectoryOwner.read(path: "/proc/self/fd/\(child)") != nil && !caller.permits(.write, on: st) {
-                            close(child)
-                            throw FilesystemError(code: EACCES)
-                        }
-                        try checkOwnerChange(below: child, by: caller)
-                    default:
-                        return
-                    }
-                }
-            }
+            try checkOwnerChange(below: child, by: caller)
+        default:
+            return
         }
     }
 }

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// State changes made by other processes (the CLI's wipe, policy set, protect on backing
 /// paths) and entries pointed at files that replaced theirs.
@@ -52,9 +53,9 @@ extension OverlayFilesystem {
             DescriptorCache.withPins {
                 guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
                 var st = stat()
-                guard fstatat(fd, "", &st, mamfs_fuse_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
-                guard let link = readLink("/proc/self/fd/\(fd)"), link.hasSuffix(" (deleted)") else { return }
-                repoint(inode, toPath: String(link.dropLast(" (deleted)".count)))
+                guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
+                guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return }
+                repoint(inode, toPath: path)
             }
         }
     }
@@ -69,12 +70,10 @@ extension OverlayFilesystem {
             inode.invalidateCachedHeader()
             return
         }
-        let fd = Glibc.open(path, mamfs_fuse_O_PATH | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        var opened = stat()
-        guard fstat(fd, &opened) == 0, table.repoint(inode, to: opened, fd: fd) else {
-            close(fd)
-            return
-        }
+        guard let replacement = try? FileDescriptor.openPath(path, flags: O_NOFOLLOW),
+              let opened = try? replacement.stat() else { return }
+        // The table takes the descriptor only when it repoints the entry.
+        guard table.repoint(inode, to: opened, fd: replacement.rawValue) else { return }
+        _ = replacement.take()
     }
 }

@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// Extended attributes: the virtual user.mam.* attributes and pass-through of the rest.
 extension OverlayFilesystem {
@@ -28,15 +29,13 @@ extension OverlayFilesystem {
     private func virtualAttribute(_ inode: Inode, _ name: UnsafePointer<CChar>) throws -> String? {
         if inode.isDirectory {
             guard isNamed(name, OverlayFilesystem.ownerAttribute) else { return "0" }
-            let fd = openat(inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard fd >= 0 else { throw FilesystemError.current() }
-            defer { close(fd) }
-            return context.directoryOwner(backingDirectoryFD: fd)
+            let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            return context.directoryOwner(backingDirectoryFD: directory.rawValue)
         }
         guard inode.isRegular else { return nil }
         let header = try inode.contentLock.reading { () throws -> ProtectedFileHeader? in
             var st = stat()
-            guard fstatat(inode.fd, "", &st, mamfs_fuse_AT_EMPTY_PATH) == 0 else { throw FilesystemError.current() }
+            guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath) == 0 else { throw FilesystemError.current() }
             return try self.header(inode, ctime: st.st_ctim)
         }
         if isNamed(name, OverlayFilesystem.encryptedAttribute) { return header?.isEncrypted == true ? "1" : "0" }

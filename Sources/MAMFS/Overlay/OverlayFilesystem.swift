@@ -2,6 +2,7 @@ import CFuse
 import Glibc
 import MAMFileProvider
 import MAMProtection
+import MAMSystem
 import Synchronization
 
 /// The overlay's core: every request of the mount, answered from the backing directory through
@@ -54,14 +55,19 @@ final class OverlayFilesystem: @unchecked Sendable {
         self.context = context
         self.options = options
         self.rootPath = rootPath
-        let fd = Glibc.open(rootPath, mamfs_fuse_O_PATH | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(rootPath)") }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            close(fd)
-            throw MAMError.fromErrno("stat \(rootPath)")
+        let root: FileDescriptor
+        let st: stat
+        do {
+            root = try FileDescriptor.openPath(rootPath, flags: O_DIRECTORY)
+        } catch {
+            throw MAMError.system("open \(rootPath)", errno: error.rawValue)
         }
-        table = InodeTable(rootFD: fd, rootStat: st)
+        do {
+            st = try root.stat()
+        } catch {
+            throw MAMError.system("stat \(rootPath)", errno: error.rawValue)
+        }
+        table = InodeTable(rootFD: root.take(), rootStat: st)
         hooks = try OverlayFilesystem.makeHooks(options: options, rootPath: rootPath, context: context)
         _ = context.refreshIfChanged()
         let wiped = OverlayFilesystem.loadWipedOwners(context)
