@@ -8,12 +8,6 @@
 #include <sys/xattr.h>
 #include <fuse3/fuse_lowlevel.h>
 
-/* FUSE_BUFVEC_INIT is a macro Swift cannot import. */
-static inline struct fuse_bufvec mamfs_fuse_bufvec_init(size_t size) {
-    struct fuse_bufvec bufvec = FUSE_BUFVEC_INIT(size);
-    return bufvec;
-}
-
 /* FUSE_ROOT_ID is a macro Swift does not import. */
 static const unsigned long mamfs_FUSE_ROOT_ID = FUSE_ROOT_ID;
 
@@ -26,25 +20,12 @@ static inline void mamfs_flush_stdio(void) {
     fflush(NULL);
 }
 
-/* Linux constants and calls glibc only declares under _GNU_SOURCE. This module must not define
-   _GNU_SOURCE (its glibc structs would then differ from SwiftGlibc's), so MAMFS takes them
-   from here rather than from CSystem. Values from the kernel's UAPI headers. */
-static const int mamfs_fuse_O_PATH = 010000000;
-static const int mamfs_fuse_AT_EMPTY_PATH = 0x1000;
-static const long mamfs_fuse_UTIME_NOW = (1l << 30) - 1l;
-static const long mamfs_fuse_UTIME_OMIT = (1l << 30) - 2l;
-static const int mamfs_fuse_SEEK_DATA = 3;
-static const int mamfs_fuse_SEEK_HOLE = 4;
+/* What MountCommand still takes from here: glibc declares them only under _GNU_SOURCE, which
+   this module must not define (its glibc structs would then differ from SwiftGlibc's). The
+   overlay itself takes such constants and calls from MAMSystem. Values from the kernel's UAPI
+   headers. */
 static const int mamfs_fuse_RLIMIT_NOFILE = 7;
-static const unsigned int mamfs_fuse_RENAME_NOREPLACE = 1u;
-static const unsigned int mamfs_fuse_RENAME_EXCHANGE = 2u;
-static inline int mamfs_fuse_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
-    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
-}
 static inline int mamfs_fuse_close_range(unsigned int first, unsigned int last, unsigned int flags) {
     return (int)syscall(SYS_close_range, first, last, flags);
-}
-static inline int mamfs_fuse_fallocate(int fd, int mode, long long offset, long long length) {
-    return (int)syscall(SYS_fallocate, fd, mode, (long long)offset, (long long)length);
 }
 #endif

@@ -29,10 +29,7 @@ static inline int mamfs_memfd_create(const char *name) {
     return memfd_create(name, 1U /* MFD_CLOEXEC */);
 }
 static const int mamfs_FALLOC_FL_KEEP_SIZE = 0x01;
-static const int mamfs_FALLOC_FL_PUNCH_HOLE = 0x02;
 static const int mamfs_O_PATH = 010000000;
-static const int mamfs_O_DIRECT = 040000;
-static const int mamfs_O_NOATIME = 01000000;
 static const int mamfs_AT_EMPTY_PATH = 0x1000;
 /* O_TMPFILE is __O_TMPFILE | O_DIRECTORY; O_DIRECTORY differs between architectures. */
 static const int mamfs_O_TMPFILE = 020000000 | O_DIRECTORY;
@@ -40,6 +37,9 @@ static const long mamfs_UTIME_NOW = ((1l << 30) - 1l);
 static const long mamfs_UTIME_OMIT = ((1l << 30) - 2l);
 static const unsigned int mamfs_RENAME_NOREPLACE = 1u << 0;
 static const unsigned int mamfs_RENAME_EXCHANGE = 1u << 1;
+static const int mamfs_SEEK_DATA = 3;
+static const int mamfs_SEEK_HOLE = 4;
+static const int mamfs_RLIMIT_NOFILE = 7;
 
 /* openat2(2) (Linux 5.6+) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: resolves `path` below
  * `dirfd` without crossing any symlink or leaving the directory. glibc has no wrapper, so the
@@ -57,5 +57,10 @@ static inline int mamfs_openat2_beneath(int dirfd, const char *path, int flags, 
                                   (flags & (O_CREAT | 020000000 /* O_TMPFILE */)) ? (unsigned long long)mode : 0ull,
                                   0x08ull /* RESOLVE_BENEATH */ | 0x04ull /* RESOLVE_NO_SYMLINKS */ };
     return (int)syscall(437 /* SYS_openat2 */, dirfd, path, &how, sizeof(how));
+}
+
+/* close_range(2) (Linux 5.9+); glibc's wrapper is recent and _GNU_SOURCE-only. */
+static inline int mamfs_close_range(unsigned int first, unsigned int last, unsigned int flags) {
+    return (int)syscall(436 /* SYS_close_range */, first, last, flags);
 }
 #endif

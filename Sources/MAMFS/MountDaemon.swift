@@ -302,8 +302,8 @@ public enum MountDaemon {
             }
             defer { fuse_session_unmount(session) }
             ready(session)
-            fs.provider?.start()
-            defer { fs.provider?.stop() }
+            fs.start()
+            defer { fs.stop() }
             let config = fuse_loop_cfg_create()
             defer { fuse_loop_cfg_destroy(config) }
             // Workers are never destroyed: no idle limit is set (libfuse 3.12+ defaults to none;

@@ -190,7 +190,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         }
         let tree = try tree()
         let target = try relativePath(identifier)
-        let directory = FileSystem.parentPath(target)
+        let directory = PathName.parent(of: target)
         let temp = try writeTemporary(in: directory, tree: tree, name: current.filename, from: contentsURL,
                                       mode: mode_t(current.mode ?? 0o644), identifier: identifier)
         // Narrow the window between the version check and the rename as far as we can.
@@ -219,7 +219,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         let relative = try relativePath(identifier)
         let rc = current.type == .directory ? tree.rmdir(relative) : tree.unlink(relative)
         guard rc == 0 else { throw failure(errno, identifier, "delete") }
-        tree.syncDirectory(FileSystem.parentPath(relative))
+        tree.syncDirectory(PathName.parent(of: relative))
     }
 
     public func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
@@ -238,7 +238,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             throw failure(errno, ItemIdentifier(relative), "move")
         }
         tree.syncDirectory(parentRelative)
-        tree.syncDirectory(FileSystem.parentPath(source))
+        tree.syncDirectory(PathName.parent(of: source))
         return try item(ItemIdentifier(relative))
     }
 
@@ -287,7 +287,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             target = tree.readLink(relative)
         }
         let name = FileSystem.lastComponent(relative)
-        let parentPath = FileSystem.parentPath(relative)
+        let parentPath = PathName.parent(of: relative)
         let parent = parentPath.isEmpty ? ItemIdentifier.rootContainer : ItemIdentifier(parentPath)
         let mode = UInt32(st.st_mode & 0o7777)
         let metadata = "m:" + FileSystem.fnv1a("\(name)\u{0}\(parent.rawValue)\u{0}\(mode)\u{0}\(mtime)")

@@ -193,7 +193,7 @@ public final class NonReplicatedProvider: Sendable {
                            plainCopy: PlainBuffer? = nil) throws -> FileProviderItem {
         let copy = try plainCopy ?? ProviderRules.plainCopyForUpload(relative: relative, in: tree, receiver: binding.accountId,
                                                                       context: binding.context).copy
-        let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative), in: tree)
+        let parent = try ensureRemoteDirectory(PathName.parent(of: relative), in: tree)
         let name = FileSystem.lastComponent(relative)
         do {
             let item = try binding.remote.create(parent: parent, name: name, contents: .file(copy.url))
@@ -208,7 +208,7 @@ public final class NonReplicatedProvider: Sendable {
     /// moves to that name locally; the remote item keeps the original name (as a placeholder).
     private func keepBoth(relative: String, in tree: ConfinedDirectory, remoteId: ItemIdentifier,
                           plainCopy: PlainBuffer, stamp: LocalStamp) throws -> FileProviderItem {
-        let parentRelative = FileSystem.parentPath(relative)
+        let parentRelative = PathName.parent(of: relative)
         let parent = try ensureRemoteDirectory(parentRelative, in: tree)
         let siblings = Set(((try? binding.remote.enumerate(container: parent))?.map(\.filename) ?? []).map(ExactKey.init))
         let name = ConflictName.make(for: FileSystem.lastComponent(relative)) { candidate in
@@ -234,7 +234,7 @@ public final class NonReplicatedProvider: Sendable {
             throw MAMError.fromErrno("\(relative) is not a local directory")
         }
         if let id = tree.getAttribute(relative, LocalItemAttributes.itemAttribute) { return ItemIdentifier(id) }
-        let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative), in: tree)
+        let parent = try ensureRemoteDirectory(PathName.parent(of: relative), in: tree)
         let name = FileSystem.lastComponent(relative)
         let item: RemoteItem
         do {
@@ -282,7 +282,7 @@ public final class NonReplicatedProvider: Sendable {
                   let id = tree.getAttribute(relative, LocalItemAttributes.itemAttribute) else {
                 throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
             }
-            let parent = try ensureRemoteDirectory(FileSystem.parentPath(relative), in: tree)
+            let parent = try ensureRemoteDirectory(PathName.parent(of: relative), in: tree)
             let name = FileSystem.lastComponent(relative)
             if let current = try? binding.remote.item(ItemIdentifier(id)), current.parentIdentifier == parent,
                ExactName.equal(current.filename, name) {

@@ -125,7 +125,7 @@ final class TemporaryFile {
             throw MAMError.fromErrno(noReplace ? "create \(target)" : "rename to \(target)")
         }
         owned = false
-        root.syncDirectory(FileSystem.parentPath(target))
+        root.syncDirectory(PathName.parent(of: target))
     }
 
     deinit {

@@ -194,7 +194,7 @@ final class ReplicatedSyncPass {
             guard let row = rows.values.first(where: { $0.local.inode == candidate.inode && $0.type == local[candidate.to]?.type }),
                   !ExactName.equal(row.localPath, candidate.to) else { continue }
             try attemptStep(candidate.to) {
-                let parent = try remoteDirectory(forLocal: FileSystem.parentPath(candidate.to))
+                let parent = try remoteDirectory(forLocal: PathName.parent(of: candidate.to))
                 let item = try store.move(row.identifier, toParent: parent, newName: FileSystem.lastComponent(candidate.to))
                 var updated = row
                 updated.identifier = item.identifier
@@ -244,7 +244,7 @@ final class ReplicatedSyncPass {
     private func remoteDirectory(forLocal relative: String) throws -> ItemIdentifier {
         if relative.isEmpty { return .rootContainer }
         if let id = pathIndex[relative], rows[id]?.type == .directory { return id }
-        let parent = try remoteDirectory(forLocal: FileSystem.parentPath(relative))
+        let parent = try remoteDirectory(forLocal: PathName.parent(of: relative))
         let name = FileSystem.lastComponent(relative)
         let item: RemoteItem
         do {
@@ -286,7 +286,7 @@ final class ReplicatedSyncPass {
                 guard local[target] == nil else { continue }
                 if let entry = local[row.localPath], entry.type == row.type {
                     do {
-                        let parent = FileSystem.parentPath(target)
+                        let parent = PathName.parent(of: target)
                         if !parent.isEmpty { try tree.makeDirectories(parent) }
                         guard tree.rename(row.localPath, target, flags: mamfs_RENAME_NOREPLACE) == 0 else {
                             throw MAMError.fromErrno("rename \(row.localPath) to \(target)")
@@ -491,8 +491,8 @@ final class ReplicatedSyncPass {
     /// Both sides changed: the local file is renamed to `name (conflict HOST DATE).ext` (and
     /// uploaded as a new item in step 6), the remote version is fetched under the original name.
     private func keepBoth(_ row: ItemRecord, remote item: RemoteItem) throws {
-        let parent = FileSystem.parentPath(row.localPath)
-        let remoteSiblings = Set(remotePaths.values.filter { FileSystem.parentPath($0) == parent }.map(FileSystem.lastComponent))
+        let parent = PathName.parent(of: row.localPath)
+        let remoteSiblings = Set(remotePaths.values.filter { PathName.parent(of: $0) == parent }.map(FileSystem.lastComponent))
         let name = ConflictName.make(for: row.filename) { candidate in
             let relative = parent.isEmpty ? candidate : parent + "/" + candidate
             return remoteSiblings.contains(candidate) || local[relative] != nil || localEntry(relative) != nil
@@ -511,7 +511,7 @@ final class ReplicatedSyncPass {
     /// remote item; a file as its plain copy (receive check + decryption first).
     private func createItem(localPath relative: String) throws {
         guard let entry = localEntry(relative) else { return }
-        let parent = try remoteDirectory(forLocal: FileSystem.parentPath(relative))
+        let parent = try remoteDirectory(forLocal: PathName.parent(of: relative))
         let name = FileSystem.lastComponent(relative)
         let item: RemoteItem
         var stamp = entry.stamp
@@ -544,7 +544,7 @@ final class ReplicatedSyncPass {
                         return
                     }
                     // A new local item with the same name: kept under a conflict name, uploaded in step 6.
-                    let parent = FileSystem.parentPath(relative)
+                    let parent = PathName.parent(of: relative)
                     let name = ConflictName.make(for: item.filename) { candidate in
                         let path = parent.isEmpty ? candidate : parent + "/" + candidate
                         return local[path] != nil || localEntry(path) != nil || remotePaths.values.contains(path)
@@ -566,7 +566,7 @@ final class ReplicatedSyncPass {
     private func uploadNewLocalItems() throws {
         let fresh = local.keys.filter { pathIndex[$0] == nil }.sorted { FileSystem.depth($0) < FileSystem.depth($1) }
         for relative in fresh where pathIndex[relative] == nil {
-            let parent = FileSystem.parentPath(relative)
+            let parent = PathName.parent(of: relative)
             if !parent.isEmpty && pathIndex[parent] == nil { continue }
             try attemptStep(relative) { try createItem(localPath: relative) }
             tick(relative)

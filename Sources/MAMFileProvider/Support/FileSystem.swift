@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// Small POSIX helpers shared by the remote store and the providers: stat, byte copies,
 /// extended attributes, directory fsync. Failures come back as errno values or `MAMError`.
@@ -84,9 +85,10 @@ enum FileSystem {
     /// True when the open file starts with the protected-file magic.
     static func startsWithMagic(fd: Int32) -> Bool {
         var prefix = [UInt8](repeating: 0, count: ProtectedFileHeader.magic.count)
-        let n = prefix.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard n == prefix.count else { return false }
-        return prefix == ProtectedFileHeader.magic
+        guard let n = try? prefix.withUnsafeMutableBytes({ bytes in try SystemCall.pread(fd: fd, into: bytes, at: 0) }) else {
+            return false
+        }
+        return prefix[0..<n].withUnsafeBytes { ProtectedFileHeader.hasMagic($0) }
     }
 
     /// A 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
@@ -149,12 +151,6 @@ enum FileSystem {
     static func join(_ root: String, _ relative: String) -> String {
         if relative.isEmpty || relative == "." { return root }
         return root + "/" + relative
-    }
-
-    /// `a/b/c` -> `a/b`; `c` -> "".
-    static func parentPath(_ relative: String) -> String {
-        guard let slash = relative.lastIndex(of: "/") else { return "" }
-        return String(relative[..<slash])
     }
 
     /// `a/b/c` -> `c`.

@@ -1,5 +1,5 @@
-import CSystem
 import Foundation
+import MAMSystem
 
 /// Owner tags of directories, kept with the directory in the backing tree as the extended
 /// attribute `user.mam.owner` (so they follow renames). Files inside inherit the owner of the
@@ -10,26 +10,22 @@ public enum DirectoryOwner {
 
     /// The owner tag of the directory open as `fd`, or nil when untagged ("" = unmanaged tag).
     public static func read(fd: Int32) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 512)
-        let n = buffer.withUnsafeMutableBytes { fgetxattr(fd, attributeName, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
+        (try? ExtendedAttributes(descriptor: fd).string(attributeName)) ?? nil
     }
 
     /// The owner tag of the directory at `path`, or nil.
     public static func read(path: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 512)
-        let n = buffer.withUnsafeMutableBytes { getxattr(path, attributeName, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
+        (try? ExtendedAttributes(path: path).string(attributeName)) ?? nil
     }
 
     /// Tags the directory at `path`.
     /// - Throws: `.system` when the backing filesystem refuses user xattrs.
     public static func write(path: String, owner: String) throws {
-        let bytes = Array(AccountIdentity.canonical(owner).utf8)
-        let rc = bytes.withUnsafeBytes { setxattr(path, attributeName, $0.baseAddress, $0.count, 0) }
-        guard rc == 0 else { throw MAMError.fromErrno("tag directory \(path)") }
+        do {
+            try ExtendedAttributes(path: path).set(attributeName, string: AccountIdentity.canonical(owner))
+        } catch let error as Errno {
+            throw MAMError.system("tag directory \(path)", errno: error.rawValue)
+        }
     }
 
     /// The inherited owner of `path`: the tag of the nearest tagged directory among `path`

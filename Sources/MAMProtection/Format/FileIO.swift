@@ -1,36 +1,26 @@
 import CSystem
 import Foundation
+import MAMSystem
 
 /// Whole-buffer positional I/O with EINTR and short-transfer handling.
 enum FileIO {
     /// Reads up to `buffer.count` bytes at `offset`, stopping early only at end of file.
     /// - Returns: bytes read.
     static func preadFully(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
-        var done = 0
-        while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw MAMError.fromErrno("read")
-            }
-            if n == 0 { break }
-            done += n
+        do throws(Errno) {
+            return try SystemCall.pread(fd: fd, into: buffer, at: offset)
+        } catch {
+            throw MAMError.system("read", errno: error.rawValue)
         }
-        return done
     }
 
     /// Writes all of `buffer` at `offset`.
     /// - Throws: `MAMError.system` with the errno (ENOSPC, EIO, ...).
     static func pwriteFully(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) throws {
-        var done = 0
-        while done < buffer.count {
-            let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw MAMError.fromErrno("write")
-            }
-            if n == 0 { throw MAMError.system("write", errno: EIO) }
-            done += n
+        do throws(Errno) {
+            try SystemCall.pwrite(fd: fd, buffer, at: offset)
+        } catch {
+            throw MAMError.system("write", errno: error.rawValue)
         }
     }
 

@@ -53,6 +53,20 @@ public final class ProtectedFileContent: @unchecked Sendable {
         return size
     }
 
+    /// The plaintext size a reader is shown for a backing file of `storedSize` bytes (header
+    /// included) under `header` (nil: an untagged file, shown as stored). Unlike
+    /// `plaintextSize(storedSize:header:)` it never fails: a body cut short by someone else
+    /// (a torn tail: a last block of 1...28 stored bytes, or a file ending inside its
+    /// header) shows the plaintext of the whole blocks before the cut, plus what a longer
+    /// last stored piece still holds beyond its nonce and tag. Reading that tail fails its
+    /// authentication; the size only says how far a reader may try.
+    /// - Returns: plaintext bytes, 0...plaintextSize of the longest valid body within the file.
+    public static func visiblePlaintextSize(storedSize: Int64, header: ProtectedFileHeader?) -> Int64 {
+        if let exact = try? plaintextSize(storedSize: storedSize, header: header) { return exact }
+        let body = max(0, storedSize - Int64(header?.length ?? 0))
+        return BlockLayout.largestPlaintextSize(bodyLength: body)
+    }
+
     /// Backing size of a file with `plaintextSize` bytes of content under `header` (a size past
     /// `maximumPlaintextSize(header:)` answers Int64.max; see `checkedStoredSize`).
     public static func storedSize(plaintextSize: Int64, header: ProtectedFileHeader?) -> Int64 {

@@ -1,4 +1,5 @@
 import Foundation
+import MAMSystem
 
 /// The owner-identity header at the start of every tagged file (docs/FORMAT.md, version 1).
 ///
@@ -186,15 +187,11 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     /// - Throws: `MAMError.authenticationFailed` for a malformed header; `.system` on I/O errors.
     public static func read(fd: Int32) throws -> ProtectedFileHeader? {
         var buffer = [UInt8](repeating: 0, count: maximumLength)
-        var filled = 0
-        while filled < buffer.count {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + filled, $0.count - filled, off_t(filled)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw MAMError.fromErrno("reading header")
-            }
-            if n == 0 { break }
-            filled += n
+        let filled: Int
+        do {
+            filled = try buffer.withUnsafeMutableBytes { bytes in try SystemCall.pread(fd: fd, into: bytes, at: 0) }
+        } catch let error as Errno {
+            throw MAMError.system("reading header", errno: error.rawValue)
         }
         return try buffer.withUnsafeBytes { try decode(UnsafeRawBufferPointer(rebasing: $0[0..<filled])) }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import MAMSystem
 
 /// The mount points of this process's mount namespace, from /proc/self/mountinfo.
 struct MountPoints {
@@ -19,8 +20,8 @@ struct MountPoints {
     /// The path the kernel has for the open directory `fd` (/proc/self/fd/N), nil when /proc
     /// is missing or the directory was removed.
     static func kernelPath(of fd: Int32) -> String? {
-        guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
-              path.hasPrefix("/"), !path.hasSuffix(" (deleted)") else { return nil }
-        return path
+        guard let current = try? ProcessDescriptorPath.currentPath(of: fd),
+              current.path.hasPrefix("/"), !current.deleted else { return nil }
+        return current.path
     }
 }

@@ -4,13 +4,22 @@
 /// inputs (`("f" as NSString).deletingLastPathComponent` crashes with an illegal instruction)
 /// and answers "" for a bare name where a caller needs ".".
 public enum PathName {
-    /// The directory part of `path`: "a/b" -> "a", "f" -> ".", "/f" -> "/", "a/b/" -> "a",
-    /// "" -> ".".
-    public static func directory(of path: String) -> String {
+    /// The parent of `path`, lexically: "a/b/c" -> "a/b", "/a" -> "/", "/" -> "/",
+    /// "a/b/" -> "a". A bare name's parent ("c" -> "", and "" -> "") is the empty path: the
+    /// directory the path is relative to (a provider's root, for provider-relative paths;
+    /// `directory(of:)` spells it "." for paths relative to the working directory).
+    public static func parent(of path: String) -> String {
         let trimmed = trimTrailingSlashes(path)
-        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
         let head = trimTrailingSlashes(String(trimmed[..<slash]))
         return head.isEmpty ? "/" : head
+    }
+
+    /// The directory part of `path` as a path that can be opened: `parent(of:)`, with "." for
+    /// a bare name ("a/b" -> "a", "f" -> ".", "/f" -> "/", "a/b/" -> "a", "" -> ".").
+    public static func directory(of path: String) -> String {
+        let parent = parent(of: path)
+        return parent.isEmpty ? "." : parent
     }
 
     /// The last component of `path`: "a/b" -> "b", "/a/b/" -> "b", "f" -> "f", "/" -> "/".

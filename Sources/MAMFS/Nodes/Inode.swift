@@ -1,0 +1,127 @@
+import Glibc
+import MAMProtection
+import MAMSystem
+import Synchronization
+
+/// One backing object known to the kernel (a FUSE nodeid). Hard links share one entry, so
+/// they share the content lock and the cached header (gocryptfs' openfiletable, passthrough_hp's
+/// Inode).
+final class Inode: @unchecked Sendable {
+    /// The FUSE node id (1 = root).
+    let nodeid: UInt64
+    /// S_IFMT bits of the backing object.
+    let fileType: mode_t
+    /// Shared for reads and attribute reads, exclusive for writes, truncation and header changes.
+    let contentLock = ReadWriteLock()
+
+    /// What the entry's own mutex guards.
+    private struct State {
+        var key: BackingKey
+        /// Changed only under the exclusive content lock (reads need the shared one).
+        var content: ContentState = .unknown
+        var openCount = 0
+        /// Set when the last link went away while no handle was open: the close in deinit
+        /// frees the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
+        var evictionMark: (pending: PendingEvictions, directory: BackingKey)?
+    }
+    private let state: Mutex<State>
+    /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
+    let descriptors: DescriptorCache
+    /// Descriptor, recorded name and pins; guarded by `descriptors`' mutex.
+    var slot: DescriptorSlot
+    /// Kernel lookup count; guarded by the table's lock.
+    var lookupCount: UInt64 = 0
+
+    init(nodeid: UInt64, key: BackingKey, fileType: mode_t, descriptors: DescriptorCache) {
+        self.nodeid = nodeid
+        self.state = Mutex(State(key: key))
+        self.descriptors = descriptors
+        self.slot = DescriptorSlot(fd: -1)
+        self.fileType = fileType
+    }
+
+    deinit {
+        descriptors.entryGone(holding: slot.fd)
+        if slot.fd >= 0 { SystemCall.close(slot.fd) }
+        for fd in slot.retired { SystemCall.close(fd) }
+        if let mark = state.withLock({ $0.evictionMark }) { mark.pending.remove(directory: mark.directory) }
+    }
+
+    /// Marks the entry as the last link of an unlinked file in `directory` (no effect while a
+    /// handle is open or when marked already).
+    func markAwaitingEviction(_ pending: PendingEvictions, directory: BackingKey) {
+        state.withLock { state in
+            guard state.evictionMark == nil, state.openCount == 0 else { return }
+            state.evictionMark = (pending, directory)
+            pending.add(directory: directory)
+        }
+    }
+
+    var isRegular: Bool { fileType == S_IFREG }
+    var isDirectory: Bool { fileType == S_IFDIR }
+    var isSymlink: Bool { fileType == S_IFLNK }
+
+    /// The O_PATH descriptor of the backing object, opened again by name if the cache closed
+    /// it; valid until the request (`DescriptorCache.withPins`) ends. -1 when the object cannot
+    /// be found again (then `procPath` names nothing and calls on it fail).
+    var fd: Int32 { (try? descriptors.descriptor(of: self)) ?? -1 }
+
+    /// `fd`, with the reason when there is none (ESTALE: the object is gone or was replaced).
+    func descriptor() throws -> Int32 { try descriptors.descriptor(of: self) }
+
+    var key: BackingKey { state.withLock { $0.key } }
+
+    /// The descriptor's /proc/self/fd path: the backing object itself, usable with path-only calls.
+    var procPath: String { ProcessDescriptorPath.path(of: fd) }
+
+    /// Points the entry at another backing object (after protect replaced the file).
+    func replaceBacking(key: BackingKey, fd: Int32) {
+        state.withLock { $0.key = key }
+        descriptors.replace(self, with: fd)
+        invalidateCachedHeader()
+    }
+
+    /// Drops the cached header and key (the backing file was rewritten in place).
+    func invalidateCachedHeader() {
+        state.withLock { $0.content = .unknown }
+    }
+
+    var openCount: Int { state.withLock { $0.openCount } }
+
+    /// True once a header (or its absence) was read and not invalidated since.
+    var hasCachedHeader: Bool { state.withLock { $0.content.isKnown } }
+
+    func adjustOpenCount(_ delta: Int) {
+        let now = state.withLock { state in
+            state.openCount += delta
+            return state.openCount
+        }
+        if now == 0 { descriptors.handlesClosed(self) }
+    }
+
+    /// The cached header and key as one consistent pair (call under the content lock).
+    var contentState: ContentState { state.withLock { $0.content } }
+
+    /// The cached state when its header can be trusted for a backing file with `ctime` (see
+    /// `ContentState.isCurrent`), else `.unknown`.
+    func currentContent(ctime: timespec?) -> ContentState {
+        state.withLock { state in
+            state.content.isCurrent(ctime: ctime, handlesOpen: state.openCount > 0) ? state.content : .unknown
+        }
+    }
+
+    /// Records `header` as read at ctime `stamp` (the key stays if the header is unchanged).
+    func storeHeader(_ header: ProtectedFileHeader?, stamp: timespec) {
+        state.withLock { $0.content = $0.content.storing(header: header, stamp: stamp) }
+    }
+
+    /// Records a header together with the key it was written with, loaded in `generation`.
+    func storeHeader(_ header: ProtectedFileHeader?, key: SymmetricKey?, generation: UInt64, stamp: timespec) {
+        state.withLock { $0.content = .known(header: header, stamp: stamp, key: key, keyGeneration: generation) }
+    }
+
+    /// Records the file key of the known header, loaded in `generation`.
+    func storeFileKey(_ key: SymmetricKey?, generation: UInt64) {
+        state.withLock { $0.content = $0.content.storing(key: key, generation: generation) }
+    }
+}

@@ -1,0 +1,137 @@
+import CFuse
+import Glibc
+import MAMProtection
+import MAMSystem
+
+/// Paths, headers, keys and attributes of backing objects, and the owner a new file inherits.
+extension OverlayFilesystem {
+
+    /// The current backing path of an object (follows renames made through the mount).
+    func backingPath(_ inode: Inode) throws -> String {
+        if inode.nodeid == table.root.nodeid { return rootPath }
+        return try ProcessDescriptorPath.currentPath(of: try inode.descriptor()).path
+    }
+
+    /// The owner a new file in `directory` gets: the tag of the nearest tagged backing
+    /// directory up to the backing root, else the mount's account.
+    ///
+    /// Walks by descriptors (the directory's own O_PATH descriptor, then "..") rather than by
+    /// path: no readlink and no path walk per level, on the create path of every file.
+    /// - Throws: `Errno` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
+    ///   walk never falls back to the mount's account because a tagged level was out of reach.
+    func inheritedOwner(of directory: Inode) throws -> String {
+        try inheritedOwner(directoryFD: try directory.descriptor())
+    }
+
+    /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent).
+    func inheritedOwner(directoryPath: String) throws -> String {
+        let directory = try FileDescriptor.openPath(directoryPath, flags: O_DIRECTORY)
+        return try inheritedOwner(directoryFD: directory.rawValue)
+    }
+
+    /// The walk itself, from a descriptor of the starting directory (not closed here).
+    private func inheritedOwner(directoryFD: Int32) throws -> String {
+        let rootKey = table.root.key
+        var st = try SystemCall.stat(fd: directoryFD)
+        if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: directoryFD)) { return owner }
+        guard BackingKey(st) != rootKey else { return options.account }
+        var current = try FileDescriptor.openPath(in: directoryFD, "..", flags: O_DIRECTORY)
+        while true {
+            let parentStat = try current.stat()
+            // The filesystem root ends the walk (a directory moved out of the backing tree
+            // behind the mount's back); so does the backing root.
+            guard BackingKey(parentStat) != BackingKey(st) else { break }
+            st = parentStat
+            if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: current.rawValue)) { return owner }
+            if BackingKey(st) == rootKey { break }
+            current = try FileDescriptor.openPath(in: current.rawValue, "..", flags: O_DIRECTORY)
+        }
+        return options.account
+    }
+
+    /// The backing path of `name` in the directory `dir`.
+    func childPath(_ dir: Inode, _ name: UnsafePointer<CChar>) throws -> String {
+        let parent = try backingPath(dir)
+        return (parent == "/" ? "" : parent) + "/" + String(cString: name)
+    }
+
+    /// The directory part of the absolute backing path `path` (the backing root for a bare name).
+    func parentPath(_ path: String) -> String {
+        let parent = PathName.parent(of: path)
+        return parent.isEmpty ? rootPath : parent
+    }
+
+    /// The header for attribute replies. Call with the content lock held (shared is enough).
+    func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
+        if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached }
+        let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        let header = try ProtectedFileHeader.read(fd: file.rawValue)
+        inode.storeHeader(header, stamp: ctime)
+        return header
+    }
+
+    /// The file key for `header` (cached per entry and state generation).
+    /// - Throws: keyUnavailable (wiped or unknown owner), authenticationFailed.
+    func fileKey(_ inode: Inode, header: ProtectedFileHeader?) throws -> SymmetricKey? {
+        guard let header else { return nil }
+        if isHidden(header) { throw MAMError.keyUnavailable("the owner's keys were wiped") }
+        guard header.isEncrypted else { return nil }
+        let generation = self.generation
+        if case .known(_, _, let cached, let loaded) = inode.contentState, loaded == generation, loaded != 0 { return cached }
+        let key = try context.fileKey(for: header)
+        inode.storeFileKey(key, generation: generation)
+        return key
+    }
+
+    /// Backing attributes with the plaintext size. `locked`: the caller holds the content lock.
+    func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
+        var st = stat()
+        let body = {
+            guard fstatat(try inode.descriptor(), "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
+                throw FilesystemError.current()
+            }
+            guard (st.st_mode & S_IFMT) == S_IFREG else { return }
+            let header = try self.header(inode, ctime: st.st_ctim)
+            if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
+            self.applyPlaintextSize(&st, header: header)
+            if header == nil, st.st_size == 0, let size = try self.hooks.placeholderSize(path: { try self.backingPath(inode) }) {
+                // A placeholder: the remote size; nothing is stored locally yet.
+                st.st_size = Int(size)
+                st.st_blocks = 0
+            }
+        }
+        if locked || !inode.isRegular { try body() } else { try inode.contentLock.reading(body) }
+        return st
+    }
+
+    /// Replaces the backing size in `st` by the plaintext size under `header` (a torn tail
+    /// shows its whole blocks: `ProtectedFileContent.visiblePlaintextSize`).
+    func applyPlaintextSize(_ st: inout stat, header: ProtectedFileHeader?) {
+        guard let header else { return }
+        let size = ProtectedFileContent.visiblePlaintextSize(storedSize: Int64(st.st_size), header: header)
+        st.st_size = Int(size)
+        if header.isEncrypted { st.st_blocks = Int((size + 511) / 512) }
+    }
+
+    /// A plaintext view of an open file: the entry's header and key, or, when the entry was
+    /// repointed to a replacement file after this handle was opened, the handle's own.
+    func content(_ handle: OpenFile) throws -> ProtectedFileContent {
+        if handle.backingKey == handle.inode.key {
+            let inode = handle.inode
+            var header: ProtectedFileHeader?
+            var key: SymmetricKey?
+            if case .known(let known, _, let knownKey, _) = inode.contentState {
+                (header, key) = (known, knownKey)
+            } else {
+                // Invalidated while this handle was open (protect rewrote the file in place).
+                var st = stat()
+                guard fstat(handle.fd, &st) == 0 else { throw FilesystemError.current() }
+                header = try ProtectedFileHeader.read(fd: handle.fd)
+                inode.storeHeader(header, stamp: st.st_ctim)
+            }
+            if header?.isEncrypted == true && key == nil { key = try fileKey(inode, header: header) }
+            return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key)
+        }
+        return try handle.detachedContent { header in try context.fileKey(for: header) }
+    }
+}

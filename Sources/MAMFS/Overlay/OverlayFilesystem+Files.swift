@@ -1,0 +1,247 @@
+import CFuse
+import Glibc
+import MAMFileProvider
+import MAMProtection
+import MAMSystem
+
+/// Regular files: create, open, read, write, fsync, release, fallocate, lseek.
+extension OverlayFilesystem {
+    /// Creates `name` in `dir` exclusively with the inherited owner's header written (owner of
+    /// the nearest tagged directory, else the mount's account); returns the read-write
+    /// descriptor with the header and file key it was written with, and what removes the file
+    /// again when the request fails later.
+    func createTagged(_ caller: Caller, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws -> NewFile {
+        let dirFD = try dir.descriptor()
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(in: dirFD, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode: mode & 0o7777)
+        } catch {
+            throw FilesystemError(code: error.rawValue)
+        }
+        let made = (try? file.stat()).map { MadeObject(directoryFD: dirFD, name: name, stat: $0) } ?? MadeObject(directoryFD: dirFD, name: name)
+        do {
+            guard let made else { throw FilesystemError.current() }
+            chownToCaller(caller, dirFD: dirFD, name: name)
+            let owner = try inheritedOwner(of: dir)
+            let (header, key) = try context.newFileHeader(owner: owner)
+            // A just-created file: on a failed (short) header write it is removed below.
+            if let header { try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
+            return NewFile(file: file, header: header, key: key, made: made)
+        } catch {
+            made?.remove()
+            throw error
+        }
+    }
+
+    /// Creates and opens `name` in `parent` (O_CREAT); when the name exists although the kernel
+    /// thought it free and `flags` has no O_EXCL, opens the existing file instead.
+    /// - Throws: EEXIST (with O_EXCL), EPERM for a reserved name, the backing calls' errno;
+    ///   nothing is left registered or made then.
+    func create(parent: UInt64, name: UnsafePointer<CChar>, mode: mode_t, flags: Int32, caller: Caller) throws -> CreatedFile {
+        refresh(force: true)
+        let dir = try node(parent, for: .makeEntry, by: caller)
+        try checkVisibleName(dir, name)
+        let created: NewFile
+        do {
+            created = try createTagged(caller, dir: dir, name: name, mode: mode)
+        } catch let error as FilesystemError where error.code == EEXIST && flags & O_EXCL == 0 {
+            return try openExisting(dir, name, flags: flags)
+        }
+        let made = created.made
+        var registered: Inode?
+        do {
+            let handle = try register(created, dir: dir, name: name, flags: flags, registered: &registered)
+            return CreatedFile(entry: try entryOfOpen(handle), handle: handle, made: made)
+        } catch {
+            if let registered { table.forget(registered.nodeid, count: 1) }
+            made.remove()
+            throw error
+        }
+    }
+
+    /// create's fallback: the existing `name` looked up and opened.
+    private func openExisting(_ dir: Inode, _ name: UnsafePointer<CChar>, flags: Int32) throws -> CreatedFile {
+        let (inode, _) = try lookupEntry(parent: dir, name: name)
+        do {
+            try hooks.materializeIfPlaceholder(inode, in: self)
+            let handle = try openHandle(inode, flags: flags)
+            return CreatedFile(entry: try entryOfOpen(handle), handle: handle, made: nil)
+        } catch {
+            table.forget(inode.nodeid, count: 1)
+            throw error
+        }
+    }
+
+    /// The entry for a file just created on `created.fd`, holding the header and key just
+    /// written (no read back, no second unwrap), with one handle open.
+    private func register(_ created: consuming NewFile, dir: Inode, name: UnsafePointer<CChar>, flags: Int32,
+                          registered: inout Inode?) throws -> OpenFile {
+        let st = try created.file.stat()
+        let path = try FileDescriptor.reopen(created.file.rawValue, SystemConstants.pathOnly | O_CLOEXEC)
+        let inode = table.acquire(st, fd: path.take(), parent: dir, name: name)
+        registered = inode
+        let generation = self.generation
+        let (header, key) = (created.header, created.key)
+        inode.contentLock.writing {
+            inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
+            inode.adjustOpenCount(1)
+        }
+        return OpenFile(inode: inode, fd: created.file.take(), append: flags & O_APPEND != 0, writable: true)
+    }
+
+    /// The entry of a just-opened handle's file; the handle's open count is given back when
+    /// its attributes cannot be read.
+    private func entryOfOpen(_ handle: OpenFile) throws -> Entry {
+        do {
+            return entry(handle.inode, try attributes(handle.inode, hideWiped: false))
+        } catch {
+            handle.inode.adjustOpenCount(-1)
+            throw error
+        }
+    }
+
+    /// The kernel did not take a create reply: the handle's open count, the lookup and the
+    /// file made go again (the caller has released the handle itself).
+    func abandon(_ created: CreatedFile) {
+        created.handle.inode.adjustOpenCount(-1)
+        table.forget(created.entry.nodeid, count: 1)
+        created.made?.remove()
+    }
+
+    /// Opens `nodeid` with the open(2) `flags` (a placeholder is materialized first).
+    /// - Throws: EISDIR/EINVAL for a non-file, EACCES when the key is gone, EIO for a
+    ///   tampered header, the backing open's errno.
+    func open(_ nodeid: UInt64, flags: Int32, caller: Caller) throws -> OpenFile {
+        refresh(force: true)
+        let inode = try node(nodeid, for: .open(flags: flags), by: caller)
+        try hooks.materializeIfPlaceholder(inode, in: self)
+        return try openHandle(inode, flags: flags)
+    }
+
+    /// The kernel did not take an open reply: the handle's open count goes again (the caller
+    /// has released the handle itself).
+    func abandon(_ handle: OpenFile) {
+        handle.inode.adjustOpenCount(-1)
+    }
+
+    /// Whether a handle opened with `flags` bypasses the kernel's page cache (FOPEN_DIRECT_IO):
+    /// read-only handles unless the mount has `-o page_cache`. Their reads then get exactly
+    /// what mamfs answers, which the page cache cannot promise while a truncation is in flight
+    /// (F3; see `MountOptions.pageCache`). Writable handles keep the page cache: shared
+    /// read-write mmap needs it (libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP).
+    func directIO(flags: Int32) -> Bool {
+        !options.pageCache && flags & O_ACCMODE == O_RDONLY
+    }
+
+    func openHandle(_ inode: Inode, flags: Int32) throws -> OpenFile {
+        guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
+        let writable = flags & O_ACCMODE != O_RDONLY
+        // Linux truncates on O_RDONLY|O_TRUNC too (the kernel has checked write permission).
+        let truncating = flags & O_TRUNC != 0
+        let passed = flags & (O_SYNC | O_DSYNC)
+        let file = try FileDescriptor.reopen(try inode.descriptor(), (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+        let fd = file.rawValue
+        do {
+            try inode.contentLock.writing {
+                var st = stat()
+                guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
+                var header: ProtectedFileHeader?
+                if inode.openCount == 0 {
+                    header = try ProtectedFileHeader.read(fd: fd)
+                    inode.storeHeader(header, stamp: st.st_ctim)
+                } else {
+                    header = try self.header(inode, ctime: st.st_ctim)
+                }
+                var key = try fileKey(inode, header: header)
+                if truncating {
+                    if header == nil {
+                        let owner = try inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
+                        let (newHeader, newKey) = try context.newFileHeader(owner: owner)
+                        guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
+                        if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }
+                        header = newHeader
+                        key = newKey
+                    } else {
+                        try ProtectedFileContent(fd: fd, header: header, fileKey: key).truncate(to: 0)
+                    }
+                    var now = stat()
+                    fstat(fd, &now)
+                    inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
+                }
+                inode.adjustOpenCount(1)
+            }
+        }
+        return OpenFile(inode: inode, fd: file.take(), append: flags & O_APPEND != 0, writable: writable)
+    }
+
+    /// Reads up to `size` plaintext bytes at plaintext `offset` into a pooled buffer and passes
+    /// the bytes read (fewer at the end of the file) to `deliver`.
+    func read<R>(_ handle: OpenFile, size: Int, offset: Int, caller: Caller,
+                 deliver: (UnsafeRawBufferPointer) -> R) throws -> R {
+        try admit(.read, on: handle.inode, by: caller)
+        return try buffers.withBuffer(size) { buffer in
+            let count = try handle.inode.contentLock.reading {
+                try content(handle).read(into: buffer, at: Int64(offset))
+            }
+            return deliver(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        }
+    }
+
+    /// Writes `data` at plaintext `offset`, or at the plaintext end for an O_APPEND handle
+    /// (unless it is a page-cache writeback, `writepage`); returns the bytes written.
+    func write(_ handle: OpenFile, _ data: UnsafeRawBufferPointer, offset: Int, writepage: Bool, caller: Caller) throws -> Int {
+        try admit(.write, on: handle.inode, by: caller)
+        let appendAtEnd = handle.append && !writepage
+        try handle.inode.contentLock.writing {
+            let content = try content(handle)
+            let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
+            try content.write(data, at: at)
+        }
+        return data.count
+    }
+
+    /// fsync/fdatasync of the backing file; a written file then counts as changed (a provider
+    /// mount uploads it before this returns).
+    func fsync(_ handle: OpenFile, datasync: Bool, caller: Caller) throws {
+        try admit(.sync, on: handle.inode, by: caller)
+        let rc = datasync ? fdatasync(handle.fd) : SwiftGlibc.fsync(handle.fd)
+        guard rc == 0 else { throw FilesystemError.current() }
+        if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: true) }
+    }
+
+    /// The last reference to a handle went (the caller took it from the kernel's fh). Not
+    /// admitted: the kernel releases a handle whoever is asking.
+    func release(_ handle: OpenFile, caller: Caller) {
+        handle.inode.adjustOpenCount(-1)
+        if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: false) }
+    }
+
+    /// Allocates plaintext `offset..<offset+length` (mode 0 only: EOPNOTSUPP otherwise);
+    /// range-checked (EINVAL, EFBIG) and released again on failure (ENOSPC).
+    func fallocate(_ handle: OpenFile, mode: Int32, offset: Int, length: Int, caller: Caller) throws {
+        guard mode == 0 else { throw FilesystemError(code: EOPNOTSUPP) }
+        try admit(.write, on: handle.inode, by: caller)
+        try handle.inode.contentLock.writing {
+            try content(handle).allocate(offset: Int64(offset), length: Int64(length))
+        }
+    }
+
+    /// SEEK_DATA / SEEK_HOLE from plaintext `offset`. Encrypted files have no holes (data up to
+    /// the end); plain ones ask the backing file, shifted by the header.
+    /// - Throws: EINVAL for another `whence`, ENXIO at or past the end (as ext4).
+    func lseek(_ handle: OpenFile, offset: Int, whence: Int32, caller: Caller) throws -> Int64 {
+        try admit(.read, on: handle.inode, by: caller)
+        return try handle.inode.contentLock.reading {
+            let content = try content(handle)
+            let size = try content.plaintextSize()
+            if whence != SystemConstants.seekData && whence != SystemConstants.seekHole { throw FilesystemError(code: EINVAL) }
+            guard offset >= 0, Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
+            if content.header?.isEncrypted == true {
+                return whence == SystemConstants.seekData ? Int64(offset) : size
+            }
+            let position = Glibc.lseek(handle.fd, off_t(content.dataOffset + Int64(offset)), whence)
+            guard position >= 0 else { throw FilesystemError.current() }
+            return min(size, max(Int64(offset), Int64(position) - content.dataOffset))
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import CFuse
+import Glibc
+import MAMProtection
+import MAMSystem
+
+/// Names and attributes: lookup, forget, access, getattr, setattr.
+extension OverlayFilesystem {
+    /// Finds `name` in the directory `parent` (lookup count + 1).
+    /// - Throws: ENOENT (also for a wiped owner's file or a reserved name), ESTALE, the
+    ///   header's errors.
+    func lookup(parent: UInt64, name: UnsafePointer<CChar>, caller: Caller) throws -> Entry {
+        refresh(force: false)
+        let dir = try node(parent, for: .lookup, by: caller)
+        try checkVisibleName(dir, name, missing: true)
+        let (inode, st) = try lookupEntry(parent: dir, name: name)
+        return entry(inode, st)
+    }
+
+    /// Drops `count` kernel references to `nodeid`.
+    func forget(_ nodeid: UInt64, count: UInt64) {
+        table.forget(nodeid, count: count)
+    }
+
+    /// access(2) and chdir (sent when the mount has no default_permissions): the backing
+    /// object's own check, with the daemon's credentials, which are the caller's then.
+    func access(_ nodeid: UInt64, mask: Int32, caller: Caller) throws {
+        let inode = try node(nodeid, for: .checkAccess, by: caller)
+        guard Glibc.access(inode.procPath, mask) == 0 else { throw FilesystemError.current() }
+    }
+
+    /// The attributes of `nodeid`, with the plaintext size.
+    func getattr(_ nodeid: UInt64, caller: Caller) throws -> stat {
+        refresh(force: false)
+        return try attributes(try node(nodeid, for: .readAttributes, by: caller))
+    }
+
+    /// Applies `changes` (through `handle` when the request came with one) and returns the new
+    /// attributes. A size change goes through the protected-file format (re-encrypting the new
+    /// last block); on a provider mount, truncating by path materializes a placeholder first
+    /// and counts as a change of the file.
+    /// - Throws: EISDIR/EINVAL for a size change on a non-file; the backing calls' errno.
+    func setattr(_ nodeid: UInt64, _ changes: AttributeChanges, handle: OpenFile?, caller: Caller) throws -> stat {
+        let inode = try node(nodeid, for: .changeAttributes, by: caller)
+        guard let size = changes.size else {
+            guard inode.isRegular else {
+                try applyMetadata(inode, handle, changes)
+                return try attributes(inode, hideWiped: false)
+            }
+            return try inode.contentLock.writing { try changeMetadataKeepingHeader(inode, handle, changes) }
+        }
+        try applyMetadata(inode, handle, changes)
+        guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
+        if handle == nil { try hooks.materializeIfPlaceholder(inode, in: self) }
+        try truncate(inode, to: size, handle: handle)
+        if handle == nil { hooks.fileChanged(inode, in: self, wait: false) }
+        return try attributes(inode, hideWiped: false)
+    }
+
+    /// Owner, mode and times leave the header as it is: a header known before the change is
+    /// carried over to the new ctime (a daemon without root cannot read the header of a file
+    /// it just made write-only, chmod 0200, and must still report its size). Call with the
+    /// exclusive content lock.
+    private func changeMetadataKeepingHeader(_ inode: Inode, _ handle: OpenFile?, _ changes: AttributeChanges) throws -> stat {
+        var before = stat()
+        let known = fstatat(inode.fd, "", &before, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0
+            ? inode.currentContent(ctime: before.st_ctim) : .unknown
+        try applyMetadata(inode, handle, changes)
+        var after = stat()
+        if case .known(let header, _, _, _) = known,
+           fstatat(inode.fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
+            inode.storeHeader(header, stamp: after.st_ctim)
+        }
+        return try attributes(inode, locked: true, hideWiped: false)
+    }
+
+    /// The owner, mode and time parts of a setattr, on the backing object.
+    private func applyMetadata(_ inode: Inode, _ handle: OpenFile?, _ changes: AttributeChanges) throws {
+        if changes.uid != nil || changes.gid != nil {
+            let uid = changes.uid ?? uid_t.max
+            let gid = changes.gid ?? gid_t.max
+            guard fchownat(inode.fd, "", uid, gid, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        }
+        if let mode = changes.mode {
+            let rc = handle.map { fchmod($0.fd, mode & 0o7777) } ?? chmod(inode.procPath, mode & 0o7777)
+            guard rc == 0 else { throw FilesystemError.current() }
+        }
+        if case .omit = changes.accessTime, case .omit = changes.modificationTime { return }
+        // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime (F14).
+        func time(_ change: AttributeChanges.Time) -> timespec {
+            switch change {
+            case .now: timespec(tv_sec: 0, tv_nsec: SystemConstants.utimeNow)
+            case .set(let value): value
+            case .omit: timespec(tv_sec: 0, tv_nsec: SystemConstants.utimeOmit)
+            }
+        }
+        var times = [time(changes.accessTime), time(changes.modificationTime)]
+        let rc: Int32
+        if let handle {
+            rc = futimens(handle.fd, &times)
+        } else if inode.isSymlink {
+            rc = utimensat(AT_FDCWD, try backingPath(inode), &times, AT_SYMLINK_NOFOLLOW)
+        } else {
+            rc = utimensat(AT_FDCWD, inode.procPath, &times, 0)
+        }
+        guard rc == 0 else { throw FilesystemError.current() }
+    }
+
+    /// Sets the plaintext size under the exclusive content lock (re-encrypting the new last block).
+    private func truncate(_ inode: Inode, to size: Int64, handle: OpenFile?) throws {
+        try inode.contentLock.writing {
+            if let handle, handle.writable {
+                try content(handle).truncate(to: size)
+                return
+            }
+            let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDWR | O_CLOEXEC)
+            let header = try self.header(inode, ctime: try file.stat().st_ctim)
+            try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try fileKey(inode, header: header)).truncate(to: size)
+        }
+    }
+    /// Finds `name` in `parent`, registers it (lookup count + 1, `name` recorded as where it
+    /// is) and returns its attributes.
+    ///
+    /// An object that has an entry already is found by fstatat, without a new descriptor: a
+    /// missing name answers ENOENT and a known one is found even when the daemon is out of
+    /// descriptors.
+    func lookupEntry(parent: Inode, name: UnsafePointer<CChar>) throws -> (Inode, stat) {
+        let parentFD = try parent.descriptor()
+        var st = stat()
+        guard fstatat(parentFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        let inode: Inode
+        if let known = table.acquireExisting(st) {
+            inode = known
+            if table.descriptors.openDescriptor(of: known) == nil {
+                // Closed by the cache: opened from the name just found, not the old record.
+                if let found = try? FileDescriptor.openPath(in: parentFD, name, flags: O_NOFOLLOW),
+                   let opened = try? found.stat(), BackingKey(opened) == known.key {
+                    table.descriptors.adopt(found.take(), for: known)
+                }
+            }
+        } else {
+            let found = try FileDescriptor.openPath(in: parentFD, name, flags: O_NOFOLLOW)
+            st = try found.stat()
+            inode = table.acquire(st, fd: found.take(), parent: parent, name: name)
+        }
+        do {
+            let attributes = try attributes(inode)
+            // Recorded only now: a failed lookup (whose name may be removed again) keeps the old.
+            table.descriptors.setName(inode, parent: parent, name: name)
+            return (inode, attributes)
+        } catch {
+            table.forget(inode.nodeid, count: 1)
+            throw error
+        }
+    }
+
+    /// The entry reply for `inode` with attributes `st` and the mount's timeouts.
+    func entry(_ inode: Inode, _ st: stat) -> Entry {
+        Entry(inode: inode, attributes: st, attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
+    }
+
+    /// Gives a new object the caller's uid/gid (the daemon creates as root).
+    func chownToCaller(_ caller: Caller, dirFD: Int32, name: UnsafePointer<CChar>) {
+        guard daemonUID == 0, caller.uid != 0 || caller.gid != 0 else { return }
+        _ = fchownat(dirFD, name, caller.uid, caller.gid, AT_SYMLINK_NOFOLLOW)
+    }
+}

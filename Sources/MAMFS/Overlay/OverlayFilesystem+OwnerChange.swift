@@ -1,0 +1,89 @@
+import CFuse
+import Glibc
+import MAMProtection
+import MAMSystem
+
+/// Owner changes through the mount (writing `user.mam.owner`), checked with the caller's
+/// credentials on every object they rewrite.
+///
+/// The daemon may run as root for an `allow_other` mount: its own access(2) says nothing about
+/// the caller, and the kernel (default_permissions) checks only the object named in the
+/// setxattr, not the files a recursive protect of a directory rewrites below it. Every one of
+/// them is checked here before anything changes; one the caller could not write fails the
+/// whole request with EACCES (as the kernel answers a write-permission failure) and nothing
+/// is changed.
+extension OverlayFilesystem {
+    /// Writing `user.mam.owner` = `mamfs protect` on the backing path (recursive for a directory).
+    /// - Throws: `FilesystemError(EACCES)` when `caller` may not write `inode` or, for a
+    ///   directory, a file or tagged directory below it (or may not search a directory below it);
+    ///   EPERM for other kinds of objects; the protect's own errors.
+    ///
+    /// Renames and links through the mount wait until it is done (`namespaceLock`), so the
+    /// objects rewritten are the ones checked.
+    func protect(_ inode: Inode, owner: String, caller: CallerCredentials) throws {
+        try namespaceLock.writing { try protectChecked(inode, owner: owner, caller: caller) }
+    }
+
+    private func protectChecked(_ inode: Inode, owner: String, caller: CallerCredentials) throws {
+        // The daemon's own write access (protect rewrites the file), for mounts run by a user.
+        guard Glibc.access(inode.procPath, W_OK) == 0 else { throw FilesystemError.current() }
+        try checkOwnerChange(of: inode, by: caller)
+        refresh(force: true)
+        let path = try backingPath(inode)
+        if inode.isRegular {
+            try inode.contentLock.writing {
+                try context.protect(path: path, accountId: owner, recursive: false)
+                repoint(inode, toPath: path)
+            }
+        } else if inode.isDirectory {
+            try context.protect(path: path, accountId: owner, recursive: true)
+            repointReplacedEntries()
+        } else {
+            throw FilesystemError(code: EPERM)
+        }
+    }
+
+    /// Checks `inode` and, for a directory, everything a recursive protect rewrites below it
+    /// (regular files, tagged directories; directories it walks must be searchable).
+    private func checkOwnerChange(of inode: Inode, by caller: CallerCredentials) throws {
+        var st = stat()
+        guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+        // Root may write everything: no walk.
+        guard inode.isDirectory, caller.uid != 0 else { return }
+        let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try checkOwnerChange(below: directory, by: caller)
+    }
+
+    /// The walk below the open directory `directory`, by descriptors without following
+    /// symlinks, as the recursive protect sees the tree.
+    private func checkOwnerChange(below directory: consuming FileDescriptor, by caller: CallerCredentials) throws {
+        let dirFD = directory.rawValue
+        var entries = try DirectoryIterator(adopting: directory)
+        while let entry = try entries.next() {
+            try entry.cName.withUnsafeBufferPointer { buffer in
+                guard let name = buffer.baseAddress else { return }
+                try checkOwnerChange(of: name, in: dirFD, by: caller)
+            }
+        }
+    }
+
+    /// One entry of the walk: a file must be writable, a directory searchable (and writable
+    /// when tagged), and what is below a directory is checked in turn.
+    private func checkOwnerChange(of name: UnsafePointer<CChar>, in dirFD: Int32, by caller: CallerCredentials) throws {
+        guard let st = try? SystemCall.stat(in: dirFD, name) else { return }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG:
+            guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+        case S_IFDIR:
+            guard caller.permits(.search, on: st) else { throw FilesystemError(code: EACCES) }
+            let child = try FileDescriptor.open(in: dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if DirectoryOwner.read(path: ProcessDescriptorPath.path(of: child.rawValue)) != nil && !caller.permits(.write, on: st) {
+                throw FilesystemError(code: EACCES)
+            }
+            try checkOwnerChange(below: child, by: caller)
+        default:
+            return
+        }
+    }
+}

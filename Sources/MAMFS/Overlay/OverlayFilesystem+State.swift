@@ -1,0 +1,79 @@
+import CFuse
+import Glibc
+import MAMProtection
+import MAMSystem
+
+/// State changes made by other processes (the CLI's wipe, policy set, protect on backing
+/// paths) and entries pointed at files that replaced theirs.
+extension OverlayFilesystem {
+
+    /// Bumped whenever the state database changed (keys, policies, accounts): cached file keys
+    /// of an older generation are fetched again.
+    var generation: UInt64 { refreshState.withLock { $0.generation } }
+
+    static func loadWipedOwners(_ context: ProtectionContext) -> Set<String> {
+        guard let accounts = try? context.state.allAccounts() else { return [] }
+        return Set(accounts.filter { $0.wipedAt != nil }.map(\.accountId))
+    }
+
+    /// Picks up CLI changes (wipe, policy set, protect on backing paths). `force` for requests
+    /// that open or create; otherwise at most every 200 ms.
+    func refresh(force: Bool) {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let nanos = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        let due = refreshState.withLock { state in
+            if !force && nanos &- state.lastRefresh < 200_000_000 { return false }
+            state.lastRefresh = nanos
+            return true
+        }
+        guard due, context.refreshIfChanged() else { return }
+        let wiped = OverlayFilesystem.loadWipedOwners(context)
+        refreshState.withLock { state in
+            state.generation += 1
+            state.wipedOwners = wiped
+        }
+        repointReplacedEntries()
+    }
+
+    func isHidden(_ header: ProtectedFileHeader?) -> Bool {
+        guard let owner = header?.owner, !owner.isEmpty else { return false }
+        let anyWiped = refreshState.withLock { !$0.wipedOwners.isEmpty }
+        return anyWiped && context.isWiped(owner: owner)
+    }
+
+    var hasWipedOwners: Bool { refreshState.withLock { !$0.wipedOwners.isEmpty } }
+
+    /// Entries whose backing file was replaced under its name (protect rewrites through a temp
+    /// file and rename) are pointed at the new file, so the kernel's node keeps working.
+    /// Entries whose descriptor is closed are not opened for this: they find their object
+    /// again by name, and one replaced under its name answers ESTALE until looked up again.
+    func repointReplacedEntries() {
+        for inode in table.all where inode.isRegular {
+            DescriptorCache.withPins {
+                guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
+                var st = stat()
+                guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
+                guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return }
+                repoint(inode, toPath: path)
+            }
+        }
+    }
+
+    /// Points `inode` at whatever regular file is now at `path`.
+    func repoint(_ inode: Inode, toPath path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        guard BackingKey(st) != inode.key else {
+            // Rewritten in place: same descriptor, new header (no dup: that kept one more
+            // descriptor per protect until the entry went away).
+            inode.invalidateCachedHeader()
+            return
+        }
+        guard let replacement = try? FileDescriptor.openPath(path, flags: O_NOFOLLOW),
+              let opened = try? replacement.stat() else { return }
+        // The table takes the descriptor only when it repoints the entry.
+        guard table.repoint(inode, to: opened, fd: replacement.rawValue) else { return }
+        _ = replacement.take()
+    }
+}

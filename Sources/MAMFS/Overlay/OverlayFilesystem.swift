@@ -1,0 +1,92 @@
+import CFuse
+import Glibc
+import MAMFileProvider
+import MAMProtection
+import MAMSystem
+import Synchronization
+
+/// The overlay's core: every request of the mount, answered from the backing directory through
+/// the protected-file format. One object per mount, shared by the session's worker threads.
+///
+/// The FUSE front end (`LowLevelOperations`) decodes a request, calls one function here and
+/// sends the reply; these functions take typed inputs (node ids, the kernel's name bytes, a
+/// `Caller`) and return typed results (`Entry`, `OpenFile`, byte counts, attributes) or throw
+/// (`FilesystemError`, `MAMError`; `errnoCode` maps them). They are split by family:
+/// +Names (lookup, attributes), +Files, +Directories, +DirectoryListing, +Xattrs,
+/// +OwnerChange, +NodeNames; what a mount kind adds is behind `hooks` (`MountHooks`).
+///
+/// Offsets and sizes the kernel sees are plaintext; the backing files hold the header and, for
+/// encrypted owners, the encrypted blocks (docs/FORMAT.md).
+final class OverlayFilesystem: @unchecked Sendable {
+    let context: ProtectionContext
+    let options: MountOptions
+    /// Absolute, symlink-free path of the backing directory.
+    let rootPath: String
+    let table: InodeTable
+    /// Connection options (max_write=...) parsed from -o, applied when the session starts.
+    var connectionOptions: OpaquePointer?
+    /// What the mount kind (plain, non-replicated or replicated provider) adds to requests.
+    let hooks: any MountHooks
+
+    /// What `refresh` last saw of the state database.
+    struct RefreshState {
+        var generation: UInt64 = 1
+        var lastRefresh: UInt64 = 0
+        var wipedOwners: Set<String> = []
+    }
+    let refreshState = Mutex(RefreshState())
+    let daemonUID = geteuid()
+
+    /// Entries per readdirplus reply whose headers are prefetched ahead (a 4 KiB reply holds
+    /// about 24 entries with attributes).
+    static let headerPrefetchWindow = 32
+
+    /// Buffers for read replies, reused across requests.
+    let buffers = BufferPool(capacity: 1 << 20)
+
+    /// Shared by rename and link, exclusive for an owner change: nothing moves into or within
+    /// the tree between the caller's permission check and the rewrite of what was checked.
+    let namespaceLock = ReadWriteLock()
+
+    /// Opens the backing root `rootPath` (absolute, symlink-free) and, for a provider mount,
+    /// binds it and runs the provider's first pass.
+    /// - Throws: `MAMError` when the root cannot be opened or the provider cannot be bound.
+    init(context: ProtectionContext, options: MountOptions, rootPath: String) throws {
+        self.context = context
+        self.options = options
+        self.rootPath = rootPath
+        let root: FileDescriptor
+        let st: stat
+        do {
+            root = try FileDescriptor.openPath(rootPath, flags: O_DIRECTORY)
+        } catch {
+            throw MAMError.system("open \(rootPath)", errno: error.rawValue)
+        }
+        do {
+            st = try root.stat()
+        } catch {
+            throw MAMError.system("stat \(rootPath)", errno: error.rawValue)
+        }
+        table = InodeTable(rootFD: root.take(), rootStat: st)
+        hooks = try OverlayFilesystem.makeHooks(options: options, rootPath: rootPath, context: context)
+        _ = context.refreshIfChanged()
+        let wiped = OverlayFilesystem.loadWipedOwners(context)
+        refreshState.withLock { $0.wipedOwners = wiped }
+        hooks.initialPass(afterPass: { [weak self] in self?.repointReplacedEntries() })
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts the mount kind's background work (once the mount is up).
+    func start() { hooks.start() }
+
+    /// Stops it and finishes queued remote work (before unmount returns).
+    func stop() { hooks.stop() }
+
+    /// One diagnostic line (stderr, or the mount's -o log=FILE).
+    func log(_ message: String) { OverlayFilesystem.writeLog(message) }
+
+    static func writeLog(_ message: String) {
+        mamfs_log_line("mamfs: \(message)\n")
+    }
+}

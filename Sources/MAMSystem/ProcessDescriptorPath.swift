@@ -1,0 +1,23 @@
+import Glibc
+
+/// The /proc/self/fd/N path of an open descriptor: the one place it is spelled. Opening it
+/// reopens the file the descriptor refers to (also for O_PATH descriptors); reading it as a
+/// link gives the path the kernel has for that file.
+public enum ProcessDescriptorPath {
+    /// The suffix the kernel adds to the link target of a file whose name was removed.
+    public static let deletedSuffix = " (deleted)"
+
+    /// "/proc/self/fd/`fd`".
+    public static func path(of fd: Int32) -> String { "/proc/self/fd/\(fd)" }
+
+    /// The path the kernel has for the file open as `fd`, with the " (deleted)" suffix taken
+    /// off once and reported in `deleted` (the name was removed: the path is where it was).
+    /// A live file whose own name ends in " (deleted)" reads the same; callers for which
+    /// that matters check the path again (stat and compare device and inode).
+    /// - Throws: ENOENT when /proc is not mounted or `fd` is not open; other readlink errors.
+    public static func currentPath(of fd: Int32) throws(Errno) -> (path: String, deleted: Bool) {
+        let target = try SymbolicLink.readLinkString(path(of: fd))
+        guard target.hasSuffix(deletedSuffix) else { return (target, false) }
+        return (String(target.dropLast(deletedSuffix.count)), true)
+    }
+}

@@ -1,0 +1,84 @@
+import CSystem
+import Glibc
+
+/// Calls on raw, non-owning descriptors, for code that keeps descriptors it does not own as
+/// `Int32` (descriptor caches, descriptors the kernel handed over). `FileDescriptor` forwards
+/// to these. Failures throw the call's `Errno`; EINTR is retried where the call is restartable.
+public enum SystemCall {
+    /// Reads up to `buffer.count` bytes at byte `offset` of `fd`, retrying EINTR and short
+    /// reads, stopping early only at end of file.
+    /// - Returns: bytes read (less than `buffer.count` only at end of file).
+    /// - Throws: the read's `Errno` (EIO, EISDIR, EBADF, ...).
+    public static func pread(fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.pread(fd, base + done, buffer.count - done, off_t(offset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Writes all of `buffer` at byte `offset` of `fd`, retrying EINTR and short writes.
+    /// - Throws: the write's `Errno` (ENOSPC, EIO, EFBIG, ...); EIO when the kernel writes nothing.
+    public static func pwrite(fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
+        guard let base = buffer.baseAddress else { return }
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.pwrite(fd, base + done, buffer.count - done, off_t(offset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            if n == 0 { throw Errno.ioError }
+            done += n
+        }
+    }
+
+    /// Attributes of what `fd` refers to, also for an O_PATH descriptor (fstatat with
+    /// AT_EMPTY_PATH).
+    public static func stat(fd: Int32) throws(Errno) -> stat {
+        var st = Glibc.stat()
+        guard fstatat(fd, "", &st, SystemConstants.emptyPath) == 0 else { throw Errno.current }
+        return st
+    }
+
+    /// Attributes of `name` in the directory `directory` (AT_FDCWD for the working directory);
+    /// a final symlink is not followed unless `followSymlink`.
+    public static func stat(in directory: Int32, _ name: UnsafePointer<CChar>, followSymlink: Bool = false) throws(Errno) -> stat {
+        var st = Glibc.stat()
+        guard fstatat(directory, name, &st, followSymlink ? 0 : AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno.current }
+        return st
+    }
+
+    /// fallocate(2) of `length` bytes at `offset`, retrying EINTR; `mode` is 0 or
+    /// `SystemConstants.fallocate*` flags.
+    public static func fallocate(fd: Int32, mode: Int32, offset: Int64, length: Int64) throws(Errno) {
+        while mamfs_fallocate(fd, mode, offset, length) != 0 {
+            if errno == EINTR { continue }
+            throw Errno.current
+        }
+    }
+
+    /// renameat2(2) with `flags` (`SystemConstants.rename*`); plain renameat when `flags` is 0.
+    public static func rename(from: Int32, _ fromName: UnsafePointer<CChar>, to: Int32, _ toName: UnsafePointer<CChar>, flags: UInt32) throws(Errno) {
+        let rc = flags == 0 ? renameat(from, fromName, to, toName) : mamfs_renameat2(from, fromName, to, toName, flags)
+        guard rc == 0 else { throw Errno.current }
+    }
+
+    /// close_range(2): closes descriptors `first...last` (Linux 5.9+; ENOSYS before).
+    public static func closeRange(_ first: UInt32, _ last: UInt32, flags: UInt32 = 0) throws(Errno) {
+        guard mamfs_close_range(first, last, flags) == 0 else { throw Errno.current }
+    }
+
+    /// Closes a descriptor this code owns as a raw value; EINTR is not retried (Linux has
+    /// released the descriptor already).
+    public static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+}

@@ -1,0 +1,42 @@
+import Glibc
+import MAMSystem
+import Testing
+
+@Suite struct ProcessDescriptorPathTests {
+    @Test func pathNamesTheDescriptor() throws {
+        #expect(ProcessDescriptorPath.path(of: 7) == "/proc/self/fd/7")
+    }
+
+    @Test func currentPathOfLiveFileIsNotDeleted() throws {
+        let scratch = try ScratchDirectory()
+        let path = try scratch.write("f", [1])
+        let descriptor = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+        let current = try ProcessDescriptorPath.currentPath(of: descriptor.rawValue)
+        #expect(current.path == path)
+        #expect(!current.deleted)
+    }
+
+    @Test func currentPathOfUnlinkedFileStripsSuffixOnce() throws {
+        let scratch = try ScratchDirectory()
+        let path = try scratch.write("f", [1])
+        let descriptor = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+        #expect(unlink(path) == 0)
+        let current = try ProcessDescriptorPath.currentPath(of: descriptor.rawValue)
+        #expect(current.path == path)
+        #expect(current.deleted)
+    }
+
+    @Test func currentPathOfUnlinkedFileNamedWithSuffixKeepsItsOwnSuffix() throws {
+        let scratch = try ScratchDirectory()
+        let path = try scratch.write("f (deleted)", [1])
+        let descriptor = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+        #expect(unlink(path) == 0)
+        let current = try ProcessDescriptorPath.currentPath(of: descriptor.rawValue)
+        #expect(current.path == path)
+        #expect(current.deleted)
+    }
+
+    @Test func currentPathOfClosedDescriptorThrows() throws {
+        #expect(throws: Errno.noSuchFile) { _ = try ProcessDescriptorPath.currentPath(of: 1_000_000) }
+    }
+}
