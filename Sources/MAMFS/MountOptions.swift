@@ -44,7 +44,7 @@ public struct MountOptions: Sendable, Equatable {
     /// exec, works either way). But a reader racing a truncation can then see zeros: while a
     /// SETATTR is in flight the kernel marks the size unstable and keeps the old i_size, so a
     /// READ answered after mamfs truncated comes back short, the kernel zero-fills the page and
-    /// copies old-size bytes of zeros to the reader (regression case F3). Direct I/O reads see
+    /// copies old-size bytes of zeros to the reader (the regression test "truncate-and-rewrite racing a reader"). Direct I/O reads see
     /// either the old or the new content, never bytes that were not in the file.
     public var pageCache: Bool
     /// `-o log=FILE`: where the mount's diagnostics go (tampered blocks with their backing path,

@@ -5,7 +5,7 @@ import MAMProtection
 import MAMTestSupport
 
 /// Read-only handles bypass the kernel's page cache (FOPEN_DIRECT_IO) unless the mount has
-/// `-o page_cache`; see MountOptions.pageCache for the trade-off (F3 is the reason).
+/// `-o page_cache`; see MountOptions.pageCache for the trade-off (the truncate-and-rewrite race is the reason).
 @Suite("Direct I/O for read-only handles, -o page_cache")
 struct PageCacheTests {
     /// Maps the same file four ways and prints what each gives.

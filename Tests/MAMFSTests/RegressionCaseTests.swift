@@ -4,9 +4,10 @@ import MAMProtection
 @testable import MAMFS
 import MAMTestSupport
 
-/// The cases of ../shared/cases/fs-regressions.md, each on an encrypting (managed) mount and
+/// Inputs that broke filesystems like this one (truncation races, hard links, appends, modes,
+/// a full disk, xattrs, times), each on an encrypting (managed) mount and
 /// an unmanaged one, compared with a plain directory where the case says so.
-@Suite("Regression cases F1-F14")
+@Suite("Regression cases: truncation, hard links, appends, modes, full disk, xattrs, times")
 struct RegressionCaseTests {
     /// Runs a Python script with the directory as argv[1] on the mount and on the plain
     /// directory; both outputs must be equal and the runs must succeed.
@@ -27,7 +28,7 @@ struct RegressionCaseTests {
         return try shell("python3 \(shellQuote(script)) \(shellQuote(m.mountpoint))", timeout: timeout)
     }
 
-    @Test("F1 shrink by path while a descriptor is open, then write through it", arguments: MountedFixture.Kind.allCases)
+    @Test("shrink by path while a descriptor is open, then write through it", arguments: MountedFixture.Kind.allCases)
     func f1ShrinkWhileOpen(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             try compareWithPlain(m, """
@@ -49,7 +50,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F2 a reader sees new content after another descriptor truncates to zero", arguments: MountedFixture.Kind.allCases)
+    @Test("a reader sees new content after another descriptor truncates to zero", arguments: MountedFixture.Kind.allCases)
     func f2ReaderAfterTruncate(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             try compareWithPlain(m, """
@@ -66,7 +67,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F3 truncate-and-rewrite racing a reader: no EIO, no other bytes", arguments: MountedFixture.Kind.allCases)
+    @Test("truncate-and-rewrite racing a reader: no EIO, no other bytes", arguments: MountedFixture.Kind.allCases)
     func f3TruncateRacingReader(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try python(m, """
@@ -96,7 +97,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F4 hard-linked names agree about size, bytes and owner", arguments: MountedFixture.Kind.allCases)
+    @Test("hard-linked names agree about size, bytes and owner", arguments: MountedFixture.Kind.allCases)
     func f4HardLinks(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("""
@@ -112,7 +113,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F5 appending through write-only handles, also from two processes at once", arguments: MountedFixture.Kind.allCases)
+    @Test("appending through write-only handles, also from two processes at once", arguments: MountedFixture.Kind.allCases)
     func f5Append(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("echo foo > f && echo bar >> f && cat f")
@@ -143,7 +144,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F5 writeback_cache is refused with a clear error")
+    @Test("writeback_cache is refused with a clear error")
     func f5WritebackCacheRefused() throws {
         let base = NSTemporaryDirectory() + "mamfs-wb-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: base + "/b", withIntermediateDirectories: true)
@@ -155,7 +156,7 @@ struct RegressionCaseTests {
         #expect(throws: MAMError.self) { try MountDaemon.prepare(&options, context: context) }
     }
 
-    @Test("F6 files whose mode forbids reading, and git's read-only objects", arguments: MountedFixture.Kind.allCases)
+    @Test("files whose mode forbids reading, and git's read-only objects", arguments: MountedFixture.Kind.allCases)
     func f6ReadOnlyModes(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             try compareWithPlain(m, """
@@ -184,7 +185,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F6 a non-root user writes a 0200 file with pwrite at offset 3 (allow_other)")
+    @Test("a non-root user writes a 0200 file with pwrite at offset 3 (allow_other)")
     func f6NonRootWriteOnly() throws {
         try withMount(.managed, options: ["allow_other"]) { m in
             let r = try m.sh("""
@@ -206,7 +207,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F7 reading a moved open file; rmdir after removing an open file", arguments: MountedFixture.Kind.allCases)
+    @Test("reading a moved open file; rmdir after removing an open file", arguments: MountedFixture.Kind.allCases)
     func f7MovedOpenFile(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("""
@@ -217,7 +218,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F8 truncation racing an appending writer; overlapping writers", arguments: MountedFixture.Kind.allCases)
+    @Test("truncation racing an appending writer; overlapping writers", arguments: MountedFixture.Kind.allCases)
     func f8TruncateRacingWriter(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try python(m, """
@@ -264,7 +265,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F9 the backing disk fills up", arguments: MountedFixture.Kind.allCases)
+    @Test("the backing disk fills up", arguments: MountedFixture.Kind.allCases)
     func f9DiskFull(kind: MountedFixture.Kind) throws {
         let tmpfs = NSTemporaryDirectory() + "mamfs-tmpfs-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: tmpfs, withIntermediateDirectories: true)
@@ -308,7 +309,7 @@ struct RegressionCaseTests {
         #expect(!r.out.contains("files 0\n"))
     }
 
-    @Test("F10 256 MiB of random data with dd bs=4M; odd offsets read back", arguments: MountedFixture.Kind.allCases)
+    @Test("256 MiB of random data with dd bs=4M; odd offsets read back", arguments: MountedFixture.Kind.allCases)
     func f10LargeFile(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("""
@@ -329,7 +330,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F11 extended attributes pass through; cp --preserve=all and rsync -aX both ways", arguments: MountedFixture.Kind.allCases)
+    @Test("extended attributes pass through; cp --preserve=all and rsync -aX both ways", arguments: MountedFixture.Kind.allCases)
     func f11Xattrs(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("""
@@ -347,7 +348,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F12 path truncates while the file is held open read-only", arguments: MountedFixture.Kind.allCases)
+    @Test("path truncates while the file is held open read-only", arguments: MountedFixture.Kind.allCases)
     func f12TruncateWhileHeld(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try python(m, """
@@ -370,7 +371,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F13 two parallel truncate loops finish and the file decrypts", arguments: MountedFixture.Kind.allCases)
+    @Test("two parallel truncate loops finish and the file decrypts", arguments: MountedFixture.Kind.allCases)
     func f13ParallelTruncates(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("""
@@ -385,7 +386,7 @@ struct RegressionCaseTests {
         }
     }
 
-    @Test("F14 times set with one side omitted (tar x, touch -m, touch -a)", arguments: MountedFixture.Kind.allCases)
+    @Test("times set with one side omitted (tar x, touch -m, touch -a)", arguments: MountedFixture.Kind.allCases)
     func f14Times(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
             let r = try m.sh("""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sequential dd throughput: the backing directory itself, an encrypting mamfs mount over it,
 # and gocryptfs (Debian package), measured in the same run, interleaved round by round, with
-# daemon and client pinned (BENCHMARKING.md): "same" = both on CPU 0, "split" = client on
+# daemon and client pinned (docs/PERFORMANCE.md): "same" = both on CPU 0, "split" = client on
 # CPU 0, daemon on CPU 1. Caches are dropped before every write and read.
 #
 # usage: Tools/bench/dd-compare.sh PATH/TO/mamfs(release) [SIZE_MIB=512] [ROUNDS=3]

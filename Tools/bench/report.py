@@ -2,7 +2,7 @@
 """Turns bench-results/results.json (Tools/bench/run.py) into report.md and chart.png beside it.
 
 Figures are the median over rounds with min-max; ratios compare medians of mamfs with a peer
-in the same placement only (BENCHMARKING.md). usage: Tools/bench/report.py results.json
+in the same placement only (docs/PERFORMANCE.md). usage: Tools/bench/report.py results.json
 """
 import collections
 import json

@@ -13,7 +13,7 @@ Mounts, all backed by directories under one work directory on the same disk:
 
 Every daemon runs in the foreground under this script (its PID is known, so its CPU time and
 peak RSS come from /proc/PID) and is pinned with taskset, once per placement
-(BENCHMARKING.md): "same" = daemon and client on CPU 0, "split" = client CPU 0, daemon CPU 1.
+(docs/PERFORMANCE.md): "same" = daemon and client on CPU 0, "split" = client CPU 0, daemon CPU 1.
 Rounds are interleaved (round 1: every placement and mount, round 2: ...). Workloads:
   1 seq       dd bs=1M conv=fsync write, drop caches, dd read            (MB/s)
   2 small     tar x of N files of 1-16 KiB in D directories, ls -lR, cat all, rm -rf (s)

@@ -85,7 +85,7 @@ extension OverlayFilesystem {
             guard rc == 0 else { throw FilesystemError.current() }
         }
         if case .omit = changes.accessTime, case .omit = changes.modificationTime { return }
-        // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime (F14).
+        // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime.
         func time(_ change: AttributeChanges.Time) -> timespec {
             switch change {
             case .now: timespec(tv_sec: 0, tv_nsec: SystemConstants.utimeNow)

@@ -9,7 +9,7 @@ final class ReadWriteLock: @unchecked Sendable {
         lock = .allocate(capacity: 1)
         var attributes = pthread_rwlockattr_t()
         pthread_rwlockattr_init(&attributes)
-        // Writers first: a stream of readers (F3, F12) must not starve a truncating writer.
+        // Writers first: a stream of readers (a reader racing truncate-and-rewrite, a held-open reader) must not starve a truncating writer.
         pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
         pthread_rwlock_init(lock, &attributes)
         pthread_rwlockattr_destroy(&attributes)
