@@ -33,10 +33,7 @@ enum FileSystem {
 
     /// The target of the symlink at `path`, nil on error.
     static func readLink(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink(path, &buffer, buffer.count - 1)
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        try? SymbolicLink.readLinkString(path)
     }
 
     /// Copies every byte of `source` (from offset `from`) to `destination` (at offset `at`),
@@ -76,10 +73,8 @@ enum FileSystem {
 
     /// True when the file at `path` starts with the protected-file magic.
     static func startsWithMagic(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return startsWithMagic(fd: fd)
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else { return false }
+        return startsWithMagic(fd: file.rawValue)
     }
 
     /// True when the open file starts with the protected-file magic.
@@ -117,25 +112,15 @@ enum FileSystem {
 
     /// An extended attribute of `path` itself (a symlink is not followed), nil when missing.
     static func getAttribute(_ path: String, _ name: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
-    }
-
-    /// An extended attribute of what `path` names after following it (for `/proc/self/fd/N`
-    /// paths of descriptors the caller checked), nil when missing.
-    static func getAttribute(followingPath path: String, _ name: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { getxattr(path, name, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
+        (try? ExtendedAttributes(path: path, followSymlink: false).string(name)) ?? nil
     }
 
     static func setAttribute(fd: Int32, _ name: String, _ value: String) throws {
-        let bytes = Array(value.utf8)
-        let rc = bytes.withUnsafeBytes { fsetxattr(fd, name, $0.baseAddress, $0.count, 0) }
-        guard rc == 0 else { throw MAMError.fromErrno("set \(name)") }
+        do {
+            try ExtendedAttributes(descriptor: fd).set(name, string: value)
+        } catch {
+            throw MAMError.system("set \(name)", errno: error.rawValue)
+        }
     }
 
     /// Creates `path` and its missing parents as directories (0755).
