@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// The embedded remote store: a plain directory (`--remote DIR`), e.g. a synced folder or a
 /// network mount.
@@ -171,7 +172,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             guard tree.symlink(destination, relative) == 0 else { throw failure(errno, identifier, "symlink") }
         case .file(let url):
             let temp = try writeTemporary(in: parentRelative, tree: tree, name: name, from: url, mode: 0o644, identifier: identifier)
-            guard tree.rename(temp, relative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+            guard tree.rename(temp, relative, flags: SystemConstants.renameNoReplace) == 0 else {
                 let code = errno
                 _ = tree.unlink(temp)
                 throw failure(code, identifier, "rename")
@@ -234,7 +235,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             throw RemoteError.notFound(newParent)
         }
         let relative = newParent == .rootContainer ? newName : newParent.rawValue + "/" + newName
-        guard tree.rename(source, relative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(source, relative, flags: SystemConstants.renameNoReplace) == 0 else {
             throw failure(errno, ItemIdentifier(relative), "move")
         }
         tree.syncDirectory(parentRelative)

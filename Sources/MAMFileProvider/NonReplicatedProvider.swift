@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// A file provider with `NSFileProviderExtension` semantics over a local root (the mount's
 /// backing directory) and a remote store.
@@ -216,7 +217,7 @@ public final class NonReplicatedProvider: Sendable {
         }
         let item = try binding.remote.create(parent: parent, name: name, contents: .file(plainCopy.url))
         let conflictRelative = parentRelative.isEmpty ? name : parentRelative + "/" + name
-        guard tree.rename(relative, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(relative, conflictRelative, flags: SystemConstants.renameNoReplace) == 0 else {
             throw MAMError.fromErrno("rename \(relative) to its conflict name")
         }
         try markUploaded(conflictRelative, in: tree, item: item, stamp: stamp)

@@ -195,7 +195,13 @@ final class ConfinedDirectory: @unchecked Sendable {
     func rename(_ from: String, _ to: String, flags: UInt32 = 0) -> Int32 {
         withParent(from, failure: -1) { fromFD, fromName in
             withParent(to, failure: -1) { toFD, toName in
-                mamfs_renameat2(fromFD, fromName, toFD, toName, flags)
+                do {
+                    try SystemCall.rename(from: fromFD, fromName, to: toFD, toName, flags: flags)
+                    return 0
+                } catch {
+                    errno = (error as? Errno)?.rawValue ?? EIO
+                    return -1
+                }
             }
         }
     }

@@ -86,21 +86,16 @@ enum FileSystem {
         return prefix[0..<n].withUnsafeBytes { ProtectedFileHeader.hasMagic($0) }
     }
 
-    /// A 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
-    /// - Returns: the open descriptor (read-write) and the path.
-    static func makeTemporaryFile(in directory: String, name: String) -> (fd: Int32, path: String)? {
+    /// Creates an empty 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
+    /// - Returns: its path; nil with `errno` set when it cannot be made.
+    static func makeTemporaryFile(in directory: String, name: String) -> String? {
         let base = name.isEmpty ? "item" : String(name.prefix(80))
-        var template = Array((directory + "/.\(base).mamfs-tmp-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            guard let address = buffer.baseAddress else { return -1 }
-            return mamfs_mkostemp(address)
+        do {
+            return try MAMSystem.TemporaryFile.createNamed(template: directory + "/.\(base).mamfs-tmp-XXXXXX").path
+        } catch {
+            errno = error.rawValue
+            return nil
         }
-        guard fd >= 0 else { return nil }
-        fchmod(fd, 0o600)
-        let path = template.withUnsafeBufferPointer { buffer in
-            String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
-        return (fd, path)
     }
 
     /// True for the names of temp files made by mamfs (skipped when trees are walked).
