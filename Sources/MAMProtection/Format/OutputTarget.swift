@@ -1,6 +1,7 @@
 import COpenSSL
 import CSystem
 import Foundation
+import MAMSystem
 
 /// Where `encrypt -o` / `decrypt -o` may write: only a regular file is replaced, never a
 /// symbolic link, FIFO, device, socket or directory; a stream gets the bytes through memory.
@@ -31,9 +32,13 @@ enum OutputTarget {
     /// - Throws: what `body` throws; `.system` when the memfd cannot be made or the stream
     ///   write fails.
     static func throughMemory(to stream: Int32, _ body: (Int32) throws -> Void) throws {
-        let fd = mamfs_memfd_create("mamfs-output")
-        guard fd >= 0 else { throw MAMError.fromErrno("memfd_create") }
-        defer { close(fd) }
+        let memory: FileDescriptor
+        do {
+            memory = try FileDescriptor.memoryFile(name: "mamfs-output")
+        } catch {
+            throw MAMError.system("memfd_create", errno: error.rawValue)
+        }
+        let fd = memory.rawValue
         try body(fd)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer {

@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import MAMSystem
 
 /// Per-buffer protection. A protected buffer has exactly the protected-file format
 /// (docs/FORMAT.md): a managed owner's buffer is encrypted, an unmanaged owner's buffer gets a
@@ -77,9 +78,13 @@ public struct DataProtectionManager: Sendable {
     }
 
     private func withMemoryFile<T>(_ body: (Int32) throws -> T) throws -> T {
-        let fd = mamfs_memfd_create("mamfs-data")
-        guard fd >= 0 else { throw MAMError.fromErrno("memfd_create") }
-        defer { close(fd) }
+        let memory: FileDescriptor
+        do {
+            memory = try FileDescriptor.memoryFile(name: "mamfs-data")
+        } catch {
+            throw MAMError.system("memfd_create", errno: error.rawValue)
+        }
+        let fd = memory.rawValue
         return try body(fd)
     }
 
