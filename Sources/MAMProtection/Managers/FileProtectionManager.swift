@@ -1,5 +1,4 @@
 import COpenSSL
-import CSystem
 import Foundation
 import MAMSystem
 
