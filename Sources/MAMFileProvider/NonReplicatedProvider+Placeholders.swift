@@ -133,13 +133,7 @@ extension NonReplicatedProvider {
     /// existing file or refusing to clobber one).
     func writePlaceholder(for item: RemoteItem, at relative: String, in tree: ConfinedDirectory, replacing: Bool) throws {
         let temp = try layout.makeTemporaryFile(name: item.filename)
-        let opened: FileDescriptor
-        do {
-            opened = try FileDescriptor.open(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        } catch {
-            errno = error.rawValue
-            throw MAMError.fromErrno("open \(temp.path)")
-        }
+        let opened = try FileSystem.openFile(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         let fd = opened.rawValue
         let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
                                              size: item.size, isPlaceholder: true, stamp: nil)

@@ -103,13 +103,7 @@ public final class NonReplicatedProvider: Sendable {
         let provided = try layout.makeTemporaryFile(name: item.filename)
         try ProviderRules.writeProvidedCopy(plain: plain, owner: binding.accountId,
                                             destination: provided.path, context: binding.context)
-        let opened: FileDescriptor
-        do {
-            opened = try FileDescriptor.open(provided.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        } catch {
-            errno = error.rawValue
-            throw MAMError.fromErrno("open \(provided.path)")
-        }
+        let opened = try FileSystem.openFile(provided.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         let fd = opened.rawValue
         fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
         var st = stat()
@@ -457,13 +451,7 @@ public final class NonReplicatedProvider: Sendable {
         guard !attributes.isPlaceholder else { return }
         guard !attributes.hasLocalChanges(st) else { throw pendingUpload(localPath) }
         let temp = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
-        let opened: FileDescriptor
-        do {
-            opened = try FileDescriptor.open(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        } catch {
-            errno = error.rawValue
-            throw MAMError.fromErrno("open \(temp.path)")
-        }
+        let opened = try FileSystem.openFile(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         let fd = opened.rawValue
         var placeholder = attributes
         placeholder.isPlaceholder = true

@@ -48,13 +48,7 @@ public enum ProviderRules {
             return
         }
         let header = try ProtectedFileHeader(plainOwner: owner).encoded()
-        let outFile: FileDescriptor
-        do {
-            outFile = try FileDescriptor.open(destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
-        } catch {
-            errno = error.rawValue
-            throw MAMError.fromErrno("open \(destination)")
-        }
+        let outFile = try FileSystem.openFile(destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
         let out = outFile.rawValue
         let written = header.withUnsafeBytes { pwrite(out, $0.baseAddress, $0.count, 0) }
         guard written == header.count else { throw MAMError.fromErrno("write header of \(destination)") }

@@ -70,6 +70,16 @@ enum FileSystem {
         return written
     }
 
+    /// open(2) of `path` with `flags` (add O_CLOEXEC), as a descriptor closed with the value.
+    /// - Throws: `MAMError.system("open PATH")` with the errno.
+    static func openFile(_ path: String, _ flags: Int32) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(path, flags)
+        } catch {
+            throw MAMError.system("open \(path)", errno: error.rawValue)
+        }
+    }
+
     /// True when the file at `path` starts with the protected-file magic.
     static func startsWithMagic(_ path: String) -> Bool {
         guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else { return false }

@@ -23,6 +23,16 @@ enum FileIO {
         }
     }
 
+    /// An empty memory file (memfd: never on disk), closed with the value.
+    /// - Throws: `MAMError.system("memfd_create")` with the errno (EMFILE, ENOMEM).
+    static func memoryFile(name: String) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.memoryFile(name: name)
+        } catch {
+            throw MAMError.system("memfd_create", errno: error.rawValue)
+        }
+    }
+
     /// Size of the open file in bytes.
     static func size(_ fd: Int32) throws -> Int64 {
         var st = stat()

@@ -31,12 +31,7 @@ enum OutputTarget {
     /// - Throws: what `body` throws; `.system` when the memfd cannot be made or the stream
     ///   write fails.
     static func throughMemory(to stream: Int32, _ body: (Int32) throws -> Void) throws {
-        let memory: FileDescriptor
-        do {
-            memory = try FileDescriptor.memoryFile(name: "mamfs-output")
-        } catch {
-            throw MAMError.system("memfd_create", errno: error.rawValue)
-        }
+        let memory = try FileIO.memoryFile(name: "mamfs-output")
         let fd = memory.rawValue
         try body(fd)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)

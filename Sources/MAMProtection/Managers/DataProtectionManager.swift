@@ -77,12 +77,7 @@ public struct DataProtectionManager: Sendable {
     }
 
     private func withMemoryFile<T>(_ body: (Int32) throws -> T) throws -> T {
-        let memory: FileDescriptor
-        do {
-            memory = try FileDescriptor.memoryFile(name: "mamfs-data")
-        } catch {
-            throw MAMError.system("memfd_create", errno: error.rawValue)
-        }
+        let memory = try FileIO.memoryFile(name: "mamfs-data")
         let fd = memory.rawValue
         return try body(fd)
     }
