@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// The embedded remote store: a plain directory (`--remote DIR`), e.g. a synced folder or a
 /// network mount.
@@ -133,9 +133,14 @@ public struct LocalDirectoryRemote: RemoteStore {
             guard FileSystem.isRegular(before) else { throw RemoteError.failed("'\(identifier)' is not a file") }
             // The destination is the caller's own file (possibly an in-memory one named by
             // /proc/self/fd), so it is opened as named.
-            let out = open(destination.path, O_WRONLY | O_CLOEXEC)
-            guard out >= 0 else { throw RemoteError.failed("cannot open \(destination.path): \(String(cString: strerror(errno)))") }
-            defer { close(out) }
+            let outFile: FileDescriptor
+            do {
+                outFile = try FileDescriptor.open(destination.path, O_WRONLY | O_CLOEXEC)
+            } catch {
+                errno = error.rawValue
+                throw RemoteError.failed("cannot open \(destination.path): \(String(cString: strerror(errno)))")
+            }
+            let out = outFile.rawValue
             do {
                 try FileSystem.copyBytes(from: fd, to: out)
             } catch MAMError.system(_, let code) {
@@ -171,7 +176,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             guard tree.symlink(destination, relative) == 0 else { throw failure(errno, identifier, "symlink") }
         case .file(let url):
             let temp = try writeTemporary(in: parentRelative, tree: tree, name: name, from: url, mode: 0o644, identifier: identifier)
-            guard tree.rename(temp, relative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+            guard tree.rename(temp, relative, flags: SystemConstants.renameNoReplace) == 0 else {
                 let code = errno
                 _ = tree.unlink(temp)
                 throw failure(code, identifier, "rename")
@@ -234,7 +239,7 @@ public struct LocalDirectoryRemote: RemoteStore {
             throw RemoteError.notFound(newParent)
         }
         let relative = newParent == .rootContainer ? newName : newParent.rawValue + "/" + newName
-        guard tree.rename(source, relative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(source, relative, flags: SystemConstants.renameNoReplace) == 0 else {
             throw failure(errno, ItemIdentifier(relative), "move")
         }
         tree.syncDirectory(parentRelative)
@@ -300,9 +305,14 @@ public struct LocalDirectoryRemote: RemoteStore {
     /// to the root, made without following symlinks) with `mode`; returns its relative path.
     private func writeTemporary(in directory: String, tree: ConfinedDirectory, name: String, from url: URL, mode: mode_t,
                                 identifier: ItemIdentifier) throws -> String {
-        let source = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard source >= 0 else { throw RemoteError.failed("cannot open \(url.path): \(String(cString: strerror(errno)))") }
-        defer { close(source) }
+        let sourceFile: FileDescriptor
+        do {
+            sourceFile = try FileDescriptor.open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        } catch {
+            errno = error.rawValue
+            throw RemoteError.failed("cannot open \(url.path): \(String(cString: strerror(errno)))")
+        }
+        let source = sourceFile.rawValue
         var st = stat()
         guard fstat(source, &st) == 0, FileSystem.isRegular(st) else {
             throw RemoteError.failed("\(url.path) is not a regular file")

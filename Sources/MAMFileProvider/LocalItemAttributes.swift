@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// How the non-replicated provider marks its items in the local root: extended attributes on
 /// the local file or directory (they move with it and survive the mount's atomic rewrites,
@@ -45,8 +45,9 @@ public struct LocalItemAttributes: Equatable, Sendable {
     /// Reads the attributes of the regular file or directory `relative` below `tree` (no
     /// symlink followed, no special file opened); nil when it is not a provider item.
     static func read(_ relative: String, in tree: ConfinedDirectory) -> LocalItemAttributes? {
-        tree.withAttributePath(relative, failure: nil) { path in
-            read { FileSystem.getAttribute(followingPath: path, $0) }
+        tree.withAttributePath(relative, failure: nil) { fd in
+            let attributes = ExtendedAttributes(descriptorPath: fd)
+            return read { (try? attributes.string($0)) ?? nil }
         }
     }
 
@@ -87,9 +88,9 @@ public struct LocalItemAttributes: Equatable, Sendable {
         try FileSystem.setAttribute(fd: fd, Self.sizeAttribute, String(size))
         if isPlaceholder {
             try FileSystem.setAttribute(fd: fd, Self.placeholderAttribute, "1")
-            _ = fremovexattr(fd, Self.stampAttribute)
+            try? ExtendedAttributes(descriptor: fd).remove(Self.stampAttribute)
         } else {
-            _ = fremovexattr(fd, Self.placeholderAttribute)
+            try? ExtendedAttributes(descriptor: fd).remove(Self.placeholderAttribute)
             if let stamp { try FileSystem.setAttribute(fd: fd, Self.stampAttribute, stamp.encoded) }
         }
     }

@@ -1,5 +1,5 @@
-import CSystem
 import Foundation
+import MAMSystem
 import MAMProtection
 
 /// The placeholder side of `NonReplicatedProvider`: the local root made to show the remote
@@ -133,9 +133,8 @@ extension NonReplicatedProvider {
     /// existing file or refusing to clobber one).
     func writePlaceholder(for item: RemoteItem, at relative: String, in tree: ConfinedDirectory, replacing: Bool) throws {
         let temp = try layout.makeTemporaryFile(name: item.filename)
-        let fd = open(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(temp.path)") }
-        defer { close(fd) }
+        let opened = try FileSystem.openFile(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        let fd = opened.rawValue
         let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
                                              size: item.size, isPlaceholder: true, stamp: nil)
         try attributes.write(fd: fd)

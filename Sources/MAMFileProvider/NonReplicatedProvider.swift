@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// A file provider with `NSFileProviderExtension` semantics over a local root (the mount's
 /// backing directory) and a remote store.
@@ -103,9 +103,8 @@ public final class NonReplicatedProvider: Sendable {
         let provided = try layout.makeTemporaryFile(name: item.filename)
         try ProviderRules.writeProvidedCopy(plain: plain, owner: binding.accountId,
                                             destination: provided.path, context: binding.context)
-        let fd = open(provided.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(provided.path)") }
-        defer { close(fd) }
+        let opened = try FileSystem.openFile(provided.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let fd = opened.rawValue
         fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw MAMError.fromErrno("stat \(provided.path)") }
@@ -216,7 +215,7 @@ public final class NonReplicatedProvider: Sendable {
         }
         let item = try binding.remote.create(parent: parent, name: name, contents: .file(plainCopy.url))
         let conflictRelative = parentRelative.isEmpty ? name : parentRelative + "/" + name
-        guard tree.rename(relative, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(relative, conflictRelative, flags: SystemConstants.renameNoReplace) == 0 else {
             throw MAMError.fromErrno("rename \(relative) to its conflict name")
         }
         try markUploaded(conflictRelative, in: tree, item: item, stamp: stamp)
@@ -452,9 +451,8 @@ public final class NonReplicatedProvider: Sendable {
         guard !attributes.isPlaceholder else { return }
         guard !attributes.hasLocalChanges(st) else { throw pendingUpload(localPath) }
         let temp = try layout.makeTemporaryFile(name: PathName.lastComponent(of: localPath))
-        let fd = open(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(temp.path)") }
-        defer { close(fd) }
+        let opened = try FileSystem.openFile(temp.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        let fd = opened.rawValue
         var placeholder = attributes
         placeholder.isPlaceholder = true
         placeholder.stamp = nil

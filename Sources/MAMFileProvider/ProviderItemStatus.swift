@@ -1,4 +1,5 @@
 import Foundation
+import MAMSystem
 import MAMProtection
 
 /// What `mamfs provider status PATH [--json]` shows about one local path.
@@ -74,9 +75,14 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
     }
 
     private static func header(_ path: String) -> ProtectedFileHeader? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            errno = error.rawValue
+            return nil
+        }
+        let fd = opened.rawValue
         return (try? ProtectedFileHeader.read(fd: fd)) ?? nil
     }
 }

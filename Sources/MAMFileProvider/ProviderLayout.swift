@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// Where a provider keeps its own files inside its local root (the mount's backing directory
 /// or the replica):
@@ -69,10 +69,9 @@ public struct ProviderLayout: Sendable {
     /// - Throws: `.cannotCreateOutput`.
     func makeTemporaryFile(name: String = "item") throws -> TemporaryFile {
         let session = try ProviderTemporaryArea.session(for: self)
-        guard let (fd, path) = FileSystem.makeTemporaryFile(in: session.path, name: name) else {
+        guard let path = FileSystem.makeTemporaryFile(in: session.path, name: name) else {
             throw MAMError.cannotCreateOutput("temp file in \(session.path): \(String(cString: strerror(errno)))")
         }
-        close(fd)
         return TemporaryFile(path: path, relative: session.relative + "/" + PathName.lastComponent(of: path))
     }
 
@@ -121,7 +120,7 @@ final class TemporaryFile {
     /// removed on release.
     /// - Throws: `.system` with the rename errno; the temp file is still owned then.
     func move(to target: String, in root: ConfinedDirectory, noReplace: Bool = false) throws {
-        guard root.rename(relative, target, flags: noReplace ? mamfs_RENAME_NOREPLACE : 0) == 0 else {
+        guard root.rename(relative, target, flags: noReplace ? SystemConstants.renameNoReplace : 0) == 0 else {
             throw MAMError.fromErrno(noReplace ? "create \(target)" : "rename to \(target)")
         }
         owned = false

@@ -1,6 +1,6 @@
 import COpenSSL
-import CSystem
 import Foundation
+import MAMSystem
 import MAMProtection
 
 /// The file-provider rules (encrypt on providing, decrypt to a copy and ask canReceiveSharedFile
@@ -48,9 +48,8 @@ public enum ProviderRules {
             return
         }
         let header = try ProtectedFileHeader(plainOwner: owner).encoded()
-        let out = open(destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
-        guard out >= 0 else { throw MAMError.fromErrno("open \(destination)") }
-        defer { close(out) }
+        let outFile = try FileSystem.openFile(destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
+        let out = outFile.rawValue
         let written = header.withUnsafeBytes { pwrite(out, $0.baseAddress, $0.count, 0) }
         guard written == header.count else { throw MAMError.fromErrno("write header of \(destination)") }
         try FileSystem.copyBytes(from: plain.fd, to: out, at: Int64(header.count))

@@ -1,4 +1,3 @@
-import CSystem
 import Foundation
 import MAMProtection
 

@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// One sync pass of the replicated provider.
 ///
@@ -288,7 +288,7 @@ final class ReplicatedSyncPass {
                     do {
                         let parent = PathName.parent(of: target)
                         if !parent.isEmpty { try tree.makeDirectories(parent) }
-                        guard tree.rename(row.localPath, target, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+                        guard tree.rename(row.localPath, target, flags: SystemConstants.renameNoReplace) == 0 else {
                             throw MAMError.fromErrno("rename \(row.localPath) to \(target)")
                         }
                     } catch {
@@ -498,7 +498,7 @@ final class ReplicatedSyncPass {
             return remoteSiblings.contains(candidate) || local[relative] != nil || localEntry(relative) != nil
         }
         let conflictRelative = parent.isEmpty ? name : parent + "/" + name
-        guard tree.rename(row.localPath, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+        guard tree.rename(row.localPath, conflictRelative, flags: SystemConstants.renameNoReplace) == 0 else {
             throw MAMError.fromErrno("rename \(row.localPath) to its conflict name")
         }
         moveLocalEntries(from: row.localPath, to: conflictRelative)
@@ -550,7 +550,7 @@ final class ReplicatedSyncPass {
                         return local[path] != nil || localEntry(path) != nil || remotePaths.values.contains(path)
                     }
                     let conflictRelative = parent.isEmpty ? name : parent + "/" + name
-                    guard tree.rename(relative, conflictRelative, flags: mamfs_RENAME_NOREPLACE) == 0 else {
+                    guard tree.rename(relative, conflictRelative, flags: SystemConstants.renameNoReplace) == 0 else {
                         throw MAMError.fromErrno("rename \(relative) to its conflict name")
                     }
                     moveLocalEntries(from: relative, to: conflictRelative)

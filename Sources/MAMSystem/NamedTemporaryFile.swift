@@ -9,4 +9,7 @@ public struct NamedTemporaryFile: ~Copyable {
         self.descriptor = descriptor
         self.path = path
     }
+
+    /// Gives up ownership of the descriptor (see `FileDescriptor.take`).
+    public consuming func take() -> Int32 { descriptor.take() }
 }

@@ -7,8 +7,25 @@ public enum ProcessDescriptorPath {
     /// The suffix the kernel adds to the link target of a file whose name was removed.
     public static let deletedSuffix = " (deleted)"
 
+    /// The directory that lists this process's open descriptors.
+    public static let directory = "/proc/self/fd"
+
     /// "/proc/self/fd/`fd`".
-    public static func path(of fd: Int32) -> String { "/proc/self/fd/\(fd)" }
+    public static func path(of fd: Int32) -> String { directory + "/\(fd)" }
+
+    /// The descriptors open in this process now, in the kernel's order, without the one the
+    /// listing itself uses.
+    /// - Returns: nil when /proc is not mounted or cannot be listed.
+    public static func openDescriptors() -> [Int32]? {
+        guard let listing = try? FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) else { return nil }
+        let own = listing.rawValue
+        guard var iterator = try? DirectoryIterator(adopting: listing) else { return nil }
+        var descriptors: [Int32] = []
+        while let entry = try? iterator.next() {
+            if let fd = Int32(entry.text), fd != own { descriptors.append(fd) }
+        }
+        return descriptors
+    }
 
     /// The path the kernel has for the file open as `fd`, with the " (deleted)" suffix taken
     /// off once and reported in `deleted` (the name was removed: the path is where it was).

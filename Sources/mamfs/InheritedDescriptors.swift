@@ -1,4 +1,5 @@
 import Glibc
+import MAMSystem
 
 /// The file descriptors a process inherits from whoever started it.
 enum InheritedDescriptors {
@@ -8,17 +9,8 @@ enum InheritedDescriptors {
     /// wait until the filesystem is unmounted. Called first thing in main, before the runtime or
     /// Foundation open descriptors of their own.
     static func closeAll() {
-        guard let directory = opendir("/proc/self/fd") else { return }
-        let own = dirfd(directory)
-        var inherited: [Int32] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-            }
-            if let fd = Int32(name), fd > 2, fd != own { inherited.append(fd) }
-        }
-        closedir(directory)
-        for fd in inherited { close(fd) }
+        guard let open = ProcessDescriptorPath.openDescriptors() else { return }
+        for fd in open where fd > 2 { SystemCall.close(fd) }
     }
 
     /// True for a command line that starts a mount daemon (`mount` without `-f` or `--help`).

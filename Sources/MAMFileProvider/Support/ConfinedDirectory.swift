@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// A directory that every file operation of the providers below it goes through by
 /// descriptor, so nothing below can lead an operation outside it.
@@ -36,12 +36,14 @@ final class ConfinedDirectory: @unchecked Sendable {
     init(path: String, useOpenat2: Bool = true) throws {
         self.path = path
         tryOpenat2 = useOpenat2
-        let fd = Glibc.open(path, mamfs_O_PATH | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw MAMError.fromErrno("open \(path)") }
-        descriptor = fd
+        do {
+            descriptor = try FileDescriptor.openPath(path, flags: O_DIRECTORY).take()
+        } catch {
+            throw MAMError.system("open \(path)", errno: error.rawValue)
+        }
     }
 
-    deinit { close(descriptor) }
+    deinit { SystemCall.close(descriptor) }
 
     /// The components of a relative path, nil (with `errno` = ENOENT) for one that is absolute
     /// or holds "", "." or ".." components.
@@ -73,20 +75,24 @@ final class ConfinedDirectory: @unchecked Sendable {
         var fd: Int32 = -1
         var resolved = false
         if tryOpenat2 && !Self.openat2Missing.isSet {
-            fd = mamfs_openat2_beneath(descriptor, relative, flags | O_CLOEXEC | O_NOFOLLOW, mode)
+            do {
+                fd = try FileDescriptor.openBeneath(descriptor, relative, flags | O_NOFOLLOW, mode: mode).take()
+            } catch {
+                errno = error.rawValue
+            }
             resolved = fd >= 0 || (errno != ENOSYS && errno != EPERM)
             if !resolved && errno == ENOSYS { Self.openat2Missing.set() }
         }
         if !resolved { fd = walk(parts, flags, mode) }
         // O_PATH | O_NOFOLLOW gives a descriptor of a trailing symlink itself (openat2 too):
         // refused like every other symlink.
-        if fd >= 0, (flags & mamfs_O_PATH) != 0 {
-            var st = stat()
-            if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
-                close(fd)
+        if fd >= 0, (flags & SystemConstants.pathOnly) != 0 {
+            let opened = FileDescriptor(adopting: fd)
+            if let st = try? opened.stat(), (st.st_mode & S_IFMT) == S_IFLNK {
                 errno = ELOOP
                 return -1
             }
+            return opened.take()
         }
         return fd
     }
@@ -97,7 +103,7 @@ final class ConfinedDirectory: @unchecked Sendable {
         var owned = false
         defer { if owned { let saved = errno; close(current); errno = saved } }
         for part in parts.dropLast() {
-            let next = openat(current, part, mamfs_O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let next = openat(current, part, SystemConstants.pathOnly | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard next >= 0 else {
                 if errno == ENOTDIR, isSymlink(at: current, part) { errno = ELOOP }
                 return -1
@@ -125,14 +131,18 @@ final class ConfinedDirectory: @unchecked Sendable {
         }
         let parent = parts.dropLast().joined(separator: "/")
         if parent.isEmpty { return body(descriptor, name) }
-        let fd = open(parent, mamfs_O_PATH | O_DIRECTORY)
+        let fd = open(parent, SystemConstants.pathOnly | O_DIRECTORY)
         guard fd >= 0 else {
             // A parent that is a symlink: reported as one, not as "not a directory".
             if errno == ENOTDIR { errno = lstat(parent).map(FileSystem.isSymlink) == true ? ELOOP : ENOTDIR }
             return failure
         }
-        defer { let saved = errno; close(fd); errno = saved }
-        return body(fd, name)
+        let opened = FileDescriptor(adopting: fd)
+        let result = body(opened.rawValue, name)
+        let saved = errno
+        _ = consume opened
+        errno = saved
+        return result
     }
 
     // MARK: POSIX calls below the directory
@@ -184,7 +194,13 @@ final class ConfinedDirectory: @unchecked Sendable {
     func rename(_ from: String, _ to: String, flags: UInt32 = 0) -> Int32 {
         withParent(from, failure: -1) { fromFD, fromName in
             withParent(to, failure: -1) { toFD, toName in
-                mamfs_renameat2(fromFD, fromName, toFD, toName, flags)
+                do {
+                    try SystemCall.rename(from: fromFD, fromName, to: toFD, toName, flags: flags)
+                    return 0
+                } catch {
+                    errno = (error as? Errno)?.rawValue ?? EIO
+                    return -1
+                }
             }
         }
     }
@@ -192,10 +208,12 @@ final class ConfinedDirectory: @unchecked Sendable {
     /// The target of the symlink `relative`, nil on error (not a symlink: EINVAL).
     func readLink(_ relative: String) -> String? {
         withParent(relative, failure: nil) { fd, name in
-            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let n = readlinkat(fd, name, &buffer, buffer.count - 1)
-            guard n >= 0 else { return nil }
-            return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            do {
+                return try SymbolicLink.readLinkString(atFD: fd, name: name)
+            } catch {
+                errno = (error as? Errno)?.rawValue ?? EIO
+                return nil
+            }
         }
     }
 
@@ -203,7 +221,7 @@ final class ConfinedDirectory: @unchecked Sendable {
     /// filesystems cannot fsync directories).
     func syncDirectory(_ relative: String) {
         let fd = open(relative, O_RDONLY | O_DIRECTORY)
-        if fd >= 0 { _ = fsync(fd); close(fd) }
+        if fd >= 0 { try? FileDescriptor(adopting: fd).sync() }
     }
 
     /// Opens the regular file (or, with `directory`, the directory) `relative` for its
@@ -222,14 +240,13 @@ final class ConfinedDirectory: @unchecked Sendable {
         }
         let fd = open(relative, flags | O_NONBLOCK | (directory ? O_DIRECTORY : 0))
         guard fd >= 0 else { return -1 }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == wanted else {
-            close(fd)
+        let opened = FileDescriptor(adopting: fd)
+        guard let st = try? opened.stat(), (st.st_mode & S_IFMT) == wanted else {
             errno = directory ? ENOTDIR : EINVAL
             return -1
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        return fd
+        return opened.take()
     }
 
     /// The names in the directory `relative` ("." and ".." left out). A name that is not
@@ -239,12 +256,16 @@ final class ConfinedDirectory: @unchecked Sendable {
     func names(in relative: String, invalid: (String) -> Void = { _ in }) -> [String]? {
         let fd = openExisting(relative, O_RDONLY, directory: true)
         guard fd >= 0 else { return nil }
-        guard let dir = fdopendir(fd) else { close(fd); return nil }
-        defer { closedir(dir) }
+        var iterator: DirectoryIterator
+        do {
+            iterator = try DirectoryIterator(adopting: FileDescriptor(adopting: fd))
+        } catch {
+            errno = error.rawValue
+            return nil
+        }
         var names: [String] = []
-        while let entry = readdir(dir) {
-            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
-            if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }
+        while let entry = try? iterator.next() {
+            let bytes = entry.name
             guard let name = ExactName.decode(bytes) else {
                 invalid(ExactName.escaped(bytes))
                 continue
@@ -254,40 +275,56 @@ final class ConfinedDirectory: @unchecked Sendable {
         return names
     }
 
-    /// Runs `body` with a path that names the regular file or directory `relative` through an
-    /// O_PATH descriptor (`/proc/self/fd/N`): extended attributes are read and written there
+    /// Runs `body` with an O_PATH descriptor of the regular file or directory `relative`, to be
+    /// used through its `ProcessDescriptorPath` (`ExtendedAttributes(descriptorPath:)`): extended attributes are read and written there
     /// without following a symlink, without opening a special file and without needing read
     /// permission on the file (a 0200 file of a non-root daemon).
     /// - Returns: what `body` returns, `failure` with `errno` (ELOOP, EINVAL for a special file).
-    func withAttributePath<T>(_ relative: String, failure: T, _ body: (String) -> T) -> T {
-        let fd = open(relative, mamfs_O_PATH)
+    func withAttributePath<T>(_ relative: String, failure: T, _ body: (Int32) -> T) -> T {
+        let fd = open(relative, SystemConstants.pathOnly)
         guard fd >= 0 else { return failure }
-        defer { let saved = errno; close(fd); errno = saved }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return failure }
-        guard FileSystem.isRegular(st) || FileSystem.isDirectory(st) else { errno = EINVAL; return failure }
-        return body("/proc/self/fd/\(fd)")
+        let opened = FileDescriptor(adopting: fd)
+        let result: T
+        do {
+            let st = try opened.stat()
+            guard FileSystem.isRegular(st) || FileSystem.isDirectory(st) else { errno = EINVAL; return failure }
+            result = body(opened.rawValue)
+        } catch {
+            errno = error.rawValue
+            return failure
+        }
+        let saved = errno
+        _ = consume opened
+        errno = saved
+        return result
     }
 
     /// An extended attribute of the regular file or directory `relative` (nil for anything
     /// else, a missing attribute or an error).
     func getAttribute(_ relative: String, _ name: String) -> String? {
-        withAttributePath(relative, failure: nil) { FileSystem.getAttribute(followingPath: $0, name) }
+        withAttributePath(relative, failure: nil) { (try? ExtendedAttributes(descriptorPath: $0).string(name)) ?? nil }
     }
 
     /// Sets an extended attribute of the regular file or directory `relative`.
     /// - Throws: `MAMError.system` with the errno.
     func setAttribute(_ relative: String, _ name: String, _ value: String) throws {
-        let rc = withAttributePath(relative, failure: -1) { path in
-            Array(value.utf8).withUnsafeBytes { setxattr(path, name, $0.baseAddress, $0.count, 0) }
+        let rc: Int32 = withAttributePath(relative, failure: -1) { fd in
+            do {
+                try ExtendedAttributes(descriptorPath: fd).set(name, string: value)
+                return 0
+            } catch {
+                errno = (error as? Errno)?.rawValue ?? EIO
+                return -1
+            }
         }
         guard rc == 0 else { throw MAMError.fromErrno("set \(name) on \(relative)") }
     }
 
     /// Removes every name in `names` from `relative` (errors ignored).
     func removeAttributes(_ relative: String, _ names: [String]) {
-        withAttributePath(relative, failure: ()) { path in
-            for name in names { _ = removexattr(path, name) }
+        withAttributePath(relative, failure: ()) { fd in
+            let attributes = ExtendedAttributes(descriptorPath: fd)
+            for name in names { try? attributes.remove(name) }
         }
     }
 }

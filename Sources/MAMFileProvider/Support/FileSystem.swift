@@ -1,4 +1,3 @@
-import CSystem
 import Foundation
 import MAMProtection
 import MAMSystem
@@ -33,10 +32,7 @@ enum FileSystem {
 
     /// The target of the symlink at `path`, nil on error.
     static func readLink(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink(path, &buffer, buffer.count - 1)
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        try? SymbolicLink.readLinkString(path)
     }
 
     /// Copies every byte of `source` (from offset `from`) to `destination` (at offset `at`),
@@ -74,12 +70,20 @@ enum FileSystem {
         return written
     }
 
+    /// open(2) of `path` with `flags` (add O_CLOEXEC), as a descriptor closed with the value.
+    /// - Throws: `MAMError.system("open PATH")` with the errno.
+    static func openFile(_ path: String, _ flags: Int32) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(path, flags)
+        } catch {
+            throw MAMError.system("open \(path)", errno: error.rawValue)
+        }
+    }
+
     /// True when the file at `path` starts with the protected-file magic.
     static func startsWithMagic(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return startsWithMagic(fd: fd)
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else { return false }
+        return startsWithMagic(fd: file.rawValue)
     }
 
     /// True when the open file starts with the protected-file magic.
@@ -91,21 +95,16 @@ enum FileSystem {
         return prefix[0..<n].withUnsafeBytes { ProtectedFileHeader.hasMagic($0) }
     }
 
-    /// A 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
-    /// - Returns: the open descriptor (read-write) and the path.
-    static func makeTemporaryFile(in directory: String, name: String) -> (fd: Int32, path: String)? {
+    /// Creates an empty 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
+    /// - Returns: its path; nil with `errno` set when it cannot be made.
+    static func makeTemporaryFile(in directory: String, name: String) -> String? {
         let base = name.isEmpty ? "item" : String(name.prefix(80))
-        var template = Array((directory + "/.\(base).mamfs-tmp-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            guard let address = buffer.baseAddress else { return -1 }
-            return mamfs_mkostemp(address)
+        do {
+            return try MAMSystem.TemporaryFile.createNamed(template: directory + "/.\(base).mamfs-tmp-XXXXXX").path
+        } catch {
+            errno = error.rawValue
+            return nil
         }
-        guard fd >= 0 else { return nil }
-        fchmod(fd, 0o600)
-        let path = template.withUnsafeBufferPointer { buffer in
-            String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
-        return (fd, path)
     }
 
     /// True for the names of temp files made by mamfs (skipped when trees are walked).
@@ -117,25 +116,15 @@ enum FileSystem {
 
     /// An extended attribute of `path` itself (a symlink is not followed), nil when missing.
     static func getAttribute(_ path: String, _ name: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { lgetxattr(path, name, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
-    }
-
-    /// An extended attribute of what `path` names after following it (for `/proc/self/fd/N`
-    /// paths of descriptors the caller checked), nil when missing.
-    static func getAttribute(followingPath path: String, _ name: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { getxattr(path, name, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[0..<n], as: UTF8.self)
+        (try? ExtendedAttributes(path: path, followSymlink: false).string(name)) ?? nil
     }
 
     static func setAttribute(fd: Int32, _ name: String, _ value: String) throws {
-        let bytes = Array(value.utf8)
-        let rc = bytes.withUnsafeBytes { fsetxattr(fd, name, $0.baseAddress, $0.count, 0) }
-        guard rc == 0 else { throw MAMError.fromErrno("set \(name)") }
+        do {
+            try ExtendedAttributes(descriptor: fd).set(name, string: value)
+        } catch {
+            throw MAMError.system("set \(name)", errno: error.rawValue)
+        }
     }
 
     /// Creates `path` and its missing parents as directories (0755).

@@ -1,6 +1,6 @@
-import CSystem
 import Foundation
 import MAMProtection
+import MAMSystem
 
 /// The provider's temp area `ROOT/.mamfs-provider/tmp`: one session directory per process
 /// (`s-PID-RANDOM`, 0700), held with an exclusive `flock` for the life of the process.
@@ -72,29 +72,32 @@ final class ProviderTemporaryArea: @unchecked Sendable {
     /// same root now) are left alone. Works on descriptors (names as the kernel's bytes, no
     /// symlink followed).
     static func sweep(_ temporaryDirectory: String) {
-        let area = open(temporaryDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard area >= 0 else { return }
-        defer { close(area) }
+        guard let areaDescriptor = try? FileDescriptor.open(temporaryDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else {
+            return
+        }
+        let area = areaDescriptor.rawValue
         for entry in DirectoryEntries.names(of: area) {
             var st = stat()
             guard fstatat(area, entry.bytes, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             guard FileSystem.isDirectory(st) else { unlinkat(area, entry.bytes, 0); continue }
-            let fd = openat(area, entry.bytes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                DirectoryEntries.removeContents(of: fd)
+            guard let session = try? FileDescriptor.open(in: area, entry.bytes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else {
+                continue
+            }
+            if flock(session.rawValue, LOCK_EX | LOCK_NB) == 0 {
+                DirectoryEntries.removeContents(of: session.rawValue)
                 unlinkat(area, entry.bytes, AT_REMOVEDIR)
             }
-            close(fd)
         }
     }
 
     /// Removes the session directory at `path` and everything in it, never following a symlink.
     private static func removeTree(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        DirectoryEntries.removeContents(of: fd)
-        close(fd)
+        do {
+            let directory = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            DirectoryEntries.removeContents(of: directory.rawValue)
+        } catch {
+            return
+        }
         rmdir(path)
     }
 }
@@ -108,14 +111,16 @@ final class PlainBuffer {
 
     /// - Throws: `.cannotCreateOutput` when memory cannot be had.
     init(name: String = "mamfs-plain") throws {
-        let fd = mamfs_memfd_create(name)
-        guard fd >= 0 else { throw MAMError.cannotCreateOutput("memfd_create: \(String(cString: strerror(errno)))") }
-        self.fd = fd
+        do {
+            fd = try FileDescriptor.memoryFile(name: name).take()
+        } catch {
+            throw MAMError.cannotCreateOutput("memfd_create: \(error)")
+        }
     }
 
-    deinit { close(fd) }
+    deinit { SystemCall.close(fd) }
 
     /// A path that opens the buffer (`/proc/self/fd/N`), for APIs that take a path or URL.
-    var path: String { "/proc/self/fd/\(fd)" }
+    var path: String { ProcessDescriptorPath.path(of: fd) }
     var url: URL { URL(fileURLWithPath: path) }
 }

@@ -1,5 +1,5 @@
-import CSystem
 import Foundation
+import MAMSystem
 
 /// Replaces a file atomically: an unnamed temp file (O_TMPFILE) in the target's directory,
 /// written, fsynced, given the final mode/owner/times, linked into the directory only when
@@ -23,29 +23,37 @@ public final class AtomicFileWriter {
     /// - Throws: `.cannotCreateOutput` when the directory is missing, not writable or full.
     public init(targetPath: String) throws {
         self.targetPath = targetPath
-        let directory = PathName.directory(of: targetPath)
+        let directoryPath = PathName.directory(of: targetPath)
         targetName = PathName.lastComponent(of: targetPath)
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else {
-            throw MAMError.cannotCreateOutput("\(targetPath): \(String(cString: strerror(errno)))")
+        let directory: FileDescriptor
+        do {
+            directory = try FileDescriptor.open(directoryPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            throw MAMError.cannotCreateOutput("\(targetPath): \(error)")
         }
-        var fd = openat(directoryFD, ".", mamfs_O_TMPFILE | O_RDWR | O_CLOEXEC, 0o600)
         var temporaryPath: String?
-        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR) {
-            var template = Array((directory + "/" + Self.temporaryName(for: targetName, suffix: "XXXXXX")).utf8CString)
-            fd = template.withUnsafeMutableBufferPointer { mamfs_mkostemp($0.baseAddress!) }
-            if fd >= 0 {
-                fchmod(fd, 0o600)
-                temporaryPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        var fd: Int32 = -1
+        var unnamedFailure: Errno?
+        do {
+            fd = try TemporaryFile.createUnnamed(in: directory.rawValue, flags: O_RDWR, mode: 0o600).take()
+        } catch {
+            unnamedFailure = error
+        }
+        if let unnamedFailure {
+            guard TemporaryFile.isUnavailable(unnamedFailure) else {
+                throw MAMError.cannotCreateOutput("\(targetPath): \(unnamedFailure)")
+            }
+            do {
+                let named = try TemporaryFile.createNamed(
+                    template: directoryPath + "/" + Self.temporaryName(for: targetName, suffix: "XXXXXX"))
+                temporaryPath = named.path
+                fd = named.take()
+            } catch {
+                throw MAMError.cannotCreateOutput("\(targetPath): \(error)")
             }
         }
-        guard fd >= 0 else {
-            let code = errno
-            close(directoryFD)
-            throw MAMError.cannotCreateOutput("\(targetPath): \(String(cString: strerror(code)))")
-        }
         self.fd = fd
-        self.directoryFD = directoryFD
+        self.directoryFD = directory.take()
         self.temporaryPath = temporaryPath
     }
 
@@ -99,12 +107,15 @@ public final class AtomicFileWriter {
         let e = MAMError.system("link \(targetPath)", errno: EEXIST); abort(); throw e
     }
 
-    /// linkat of the open temp file to `name` in the directory: through /proc/self/fd (works
-    /// for any user), else AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) when /proc is not mounted.
+    /// Links the open temp file in as `name` (see `TemporaryFile.publish`); false with `errno`.
     private func link(as name: String) -> Bool {
-        if linkat(AT_FDCWD, "/proc/self/fd/\(fd)", directoryFD, name, AT_SYMLINK_FOLLOW) == 0 { return true }
-        guard errno == ENOENT else { return false }
-        return linkat(fd, "", directoryFD, name, mamfs_AT_EMPTY_PATH) == 0
+        do {
+            try TemporaryFile.publish(fd, in: directoryFD, as: name)
+            return true
+        } catch {
+            errno = error.rawValue
+            return false
+        }
     }
 
     private static func temporaryName(for target: String, suffix: String) -> String {

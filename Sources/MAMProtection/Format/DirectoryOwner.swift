@@ -23,7 +23,7 @@ public enum DirectoryOwner {
     public static func write(path: String, owner: String) throws {
         do {
             try ExtendedAttributes(path: path).set(attributeName, string: AccountIdentity.canonical(owner))
-        } catch let error as Errno {
+        } catch {
             throw MAMError.system("tag directory \(path)", errno: error.rawValue)
         }
     }

@@ -1,4 +1,3 @@
-import CSystem
 import Foundation
 import MAMSystem
 
@@ -24,6 +23,16 @@ enum FileIO {
         }
     }
 
+    /// An empty memory file (memfd: never on disk), closed with the value.
+    /// - Throws: `MAMError.system("memfd_create")` with the errno (EMFILE, ENOMEM).
+    static func memoryFile(name: String) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.memoryFile(name: name)
+        } catch {
+            throw MAMError.system("memfd_create", errno: error.rawValue)
+        }
+    }
+
     /// Size of the open file in bytes.
     static func size(_ fd: Int32) throws -> Int64 {
         var st = stat()
@@ -31,20 +40,18 @@ enum FileIO {
         return Int64(st.st_size)
     }
 
-    /// FALLOC_FL_KEEP_SIZE from <linux/falloc.h>.
-    static let fallocKeepSize: Int32 = mamfs_FALLOC_FL_KEEP_SIZE
-
     /// Reserves backing space for `length` bytes at `offset` without changing the file size,
     /// so a later write into the range cannot fail with ENOSPC halfway through a block.
     /// Filesystems without fallocate are accepted silently (no reservation possible).
     /// - Throws: `MAMError.system(errno: ENOSPC)` when the space is not there.
     static func reserve(_ fd: Int32, offset: Int64, length: Int64) throws {
         guard length > 0 else { return }
-        while mamfs_fallocate(fd, fallocKeepSize, offset, length) != 0 {
-            switch errno {
-            case EINTR: continue
+        do {
+            try SystemCall.fallocate(fd: fd, mode: SystemConstants.fallocateKeepSize, offset: offset, length: length)
+        } catch {
+            switch error.rawValue {
             case EOPNOTSUPP, ENOSYS, EINVAL, ENODEV, ESPIPE, EBADF: return
-            default: throw MAMError.fromErrno("reserve space")
+            default: throw MAMError.system("reserve space", errno: error.rawValue)
             }
         }
     }

@@ -1,6 +1,6 @@
 import COpenSSL
-import CSystem
 import Foundation
+import MAMSystem
 
 /// Where `encrypt -o` / `decrypt -o` may write: only a regular file is replaced, never a
 /// symbolic link, FIFO, device, socket or directory; a stream gets the bytes through memory.
@@ -31,9 +31,8 @@ enum OutputTarget {
     /// - Throws: what `body` throws; `.system` when the memfd cannot be made or the stream
     ///   write fails.
     static func throughMemory(to stream: Int32, _ body: (Int32) throws -> Void) throws {
-        let fd = mamfs_memfd_create("mamfs-output")
-        guard fd >= 0 else { throw MAMError.fromErrno("memfd_create") }
-        defer { close(fd) }
+        let memory = try FileIO.memoryFile(name: "mamfs-output")
+        let fd = memory.rawValue
         try body(fd)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer {

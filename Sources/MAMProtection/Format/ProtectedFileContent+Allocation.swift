@@ -1,4 +1,4 @@
-import CSystem
+import MAMSystem
 import Foundation
 
 /// Space reservation that gives back what it got when it fails, and fallocate on plaintext.
@@ -43,11 +43,11 @@ extension ProtectedFileContent {
         }
         try writeHeaderIfMissing()
         let sizeBefore = try FileIO.size(fd)
-        while mamfs_fallocate(fd, 0, dataOffset + offset, length) != 0 {
-            let code = errno
-            if code == EINTR { continue }
+        do {
+            try SystemCall.fallocate(fd: fd, mode: 0, offset: dataOffset + offset, length: length)
+        } catch {
             releaseSpace(pastStoredSize: sizeBefore)
-            throw MAMError.system("allocate", errno: code)
+            throw MAMError.system("allocate", errno: error.rawValue)
         }
     }
 }

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import MAMSystem
 
 /// Creates and loads the master key (KEK) of a state directory.
 ///
@@ -77,9 +78,14 @@ public enum MasterKey {
     /// - Throws: `.fileNotFound` when it cannot be read, `.invalidArguments` when it is empty
     ///   or longer than `maximumPassphraseLength`.
     static func readPassphrase(_ path: String) throws -> SecretBuffer {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw MAMError.fileNotFound("passphrase file \(path)") }
-        defer { close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+        } catch {
+            errno = error.rawValue
+            throw MAMError.fileNotFound("passphrase file \(path)")
+        }
+        let fd = opened.rawValue
         let raw = SecretBuffer(count: maximumPassphraseLength + 1)
         var count = try FileIO.preadFully(fd, raw.bytes, at: 0)
         guard count <= maximumPassphraseLength else {
@@ -94,17 +100,27 @@ public enum MasterKey {
     }
 
     private static func writeKeyFile(_ key: SymmetricKey, to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw MAMError.cannotCreateOutput("\(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode: 0o600)
+        } catch {
+            errno = error.rawValue
+            throw MAMError.cannotCreateOutput("\(path): \(String(cString: strerror(errno)))")
+        }
+        let fd = opened.rawValue
         try key.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
         guard fsync(fd) == 0 else { throw MAMError.fromErrno("fsync \(path)") }
     }
 
     private static func readKeyFile(_ path: String) throws -> SymmetricKey {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw MAMError.keyUnavailable("cannot open the master key file \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
+        let opened: FileDescriptor
+        do {
+            opened = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC)
+        } catch {
+            errno = error.rawValue
+            throw MAMError.keyUnavailable("cannot open the master key file \(path): \(String(cString: strerror(errno)))")
+        }
+        let fd = opened.rawValue
         let buffer = SecretBuffer(count: SymmetricKey.byteCount + 1)
         let count = try FileIO.preadFully(fd, buffer.bytes, at: 0)
         guard count == SymmetricKey.byteCount else {

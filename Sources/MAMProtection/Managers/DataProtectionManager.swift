@@ -1,5 +1,5 @@
-import CSystem
 import Foundation
+import MAMSystem
 
 /// Per-buffer protection. A protected buffer has exactly the protected-file format
 /// (docs/FORMAT.md): a managed owner's buffer is encrypted, an unmanaged owner's buffer gets a
@@ -77,9 +77,8 @@ public struct DataProtectionManager: Sendable {
     }
 
     private func withMemoryFile<T>(_ body: (Int32) throws -> T) throws -> T {
-        let fd = mamfs_memfd_create("mamfs-data")
-        guard fd >= 0 else { throw MAMError.fromErrno("memfd_create") }
-        defer { close(fd) }
+        let memory = try FileIO.memoryFile(name: "mamfs-data")
+        let fd = memory.rawValue
         return try body(fd)
     }
 

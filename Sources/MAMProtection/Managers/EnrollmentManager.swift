@@ -1,4 +1,3 @@
-import CSystem
 import Foundation
 
 /// Progress of a selective wipe: files examined and removed so far.

@@ -1,6 +1,6 @@
 import COpenSSL
-import CSystem
 import Foundation
+import MAMSystem
 
 /// What `mamfs info` reports about one path.
 public struct FileProtectionInfo: Equatable, Sendable {
@@ -207,8 +207,8 @@ public struct FileProtectionManager: Sendable {
     /// Copies the plaintext of `path` into the empty file `fd`, protected with `newHeader`.
     private func copyContent(_ path: String, header: ProtectedFileHeader?, into fd: Int32,
                              header newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?) throws {
-        let sourceFD = try openRegularFile(path)
-        defer { close(sourceFD) }
+        let sourceFile = try openRegularFile(path)
+        let sourceFD = sourceFile.rawValue
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         try copyPlaintext(from: source, to: try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey))
     }
@@ -237,8 +237,8 @@ public struct FileProtectionManager: Sendable {
     /// `output ?? path`. Mode, owner and times are kept.
     private func transform(_ path: String, header: ProtectedFileHeader?, to newHeader: ProtectedFileHeader?,
                            fileKey newKey: SymmetricKey?, output: String?) throws {
-        let sourceFD = try openRegularFile(path)
-        defer { close(sourceFD) }
+        let sourceFile = try openRegularFile(path)
+        let sourceFD = sourceFile.rawValue
         var st = stat()
         fstat(sourceFD, &st)
         if output == nil, newHeader?.isEncrypted == true, st.st_nlink > 1 {
@@ -266,8 +266,8 @@ public struct FileProtectionManager: Sendable {
 
     /// Replaces the header of an encrypted file whose body stays byte-for-byte the same.
     private func rewriteHeader(_ path: String, from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
-        let sourceFD = try openRegularFile(path)
-        defer { close(sourceFD) }
+        let sourceFile = try openRegularFile(path)
+        let sourceFD = sourceFile.rawValue
         var st = stat()
         fstat(sourceFD, &st)
         try OutputTarget.requireReplaceable(path, inPlace: true)
@@ -294,16 +294,11 @@ public struct FileProtectionManager: Sendable {
     }
 
     private func copyExtendedAttributes(from source: Int32, to destination: Int32) {
-        var names = [CChar](repeating: 0, count: 65536)
-        let length = flistxattr(source, &names, names.count)
-        guard length > 0 else { return }
-        var value = [UInt8](repeating: 0, count: 65536)
-        var start = 0
-        while start < length {
-            let name = names.withUnsafeBufferPointer { String(cString: $0.baseAddress! + start) }
-            start += name.utf8.count + 1
-            let n = fgetxattr(source, name, &value, value.count)
-            if n >= 0 { _ = fsetxattr(destination, name, value, n, 0) }
+        let from = ExtendedAttributes(descriptor: source)
+        let to = ExtendedAttributes(descriptor: destination)
+        guard let names = try? from.names() else { return }
+        for name in names {
+            if let value = try? from.get(name) { try? to.set(name, value) }
         }
     }
 
@@ -345,10 +340,9 @@ public struct FileProtectionManager: Sendable {
     }
 
     private func readHeader(_ path: String) throws -> ProtectedFileHeader? {
-        let fd = try openRegularFile(path)
-        defer { close(fd) }
+        let file = try openRegularFile(path)
         do {
-            return try ProtectedFileHeader.read(fd: fd)
+            return try ProtectedFileHeader.read(fd: file.rawValue)
         } catch MAMError.authenticationFailed(let why) {
             throw MAMError.authenticationFailed("\(path): \(why)")
         }
@@ -357,18 +351,18 @@ public struct FileProtectionManager: Sendable {
     /// Opens `path` read-only without blocking (a FIFO or device put in its place never
     /// hangs the command) and checks, on the open descriptor, that it is a regular file.
     /// - Throws: `.fileNotFound`; `.invalidArguments` for anything but a regular file; `.system`.
-    private func openRegularFile(_ path: String) throws -> Int32 {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw MAMError.fileNotFound(path) }
-            throw MAMError.fromErrno(path)
+    private func openRegularFile(_ path: String) throws -> FileDescriptor {
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        } catch {
+            if error == .noSuchFile { throw MAMError.fileNotFound(path) }
+            throw MAMError.system(path, errno: error.rawValue)
         }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
-            close(fd)
+        guard let st = try? file.stat(), (st.st_mode & S_IFMT) == S_IFREG else {
             throw MAMError.invalidArguments("\(path) is not a regular file")
         }
-        return fd
+        return file
     }
 
     private func realPath(_ path: String) -> String {

@@ -1,5 +1,5 @@
-import CSystem
 import Foundation
+import MAMSystem
 
 /// A wipe root opened for walking: the descriptor of its parent directory and its name there.
 struct WipeRoot {
@@ -19,24 +19,24 @@ struct WipeRoot {
         let path = PathName.normalized(path)
         let isSlash = path == "/"
         let parentPath = isSlash ? "/" : PathName.directory(of: path)
-        let parent = open(parentPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0 else {
-            if errno == ENOENT || errno == ENOTDIR { throw MAMError.fileNotFound(path) }
-            throw MAMError.fromErrno(path)
+        let parent: FileDescriptor
+        do {
+            parent = try FileDescriptor.open(parentPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            if error == .noSuchFile || error == .notDirectory { throw MAMError.fileNotFound(path) }
+            throw MAMError.system(path, errno: error.rawValue)
         }
-        let root = WipeRoot(parent: parent, name: isSlash ? "." : PathName.lastComponent(of: path), path: path)
+        let name = isSlash ? "." : PathName.lastComponent(of: path)
         var st = stat()
-        guard fstatat(parent, root.name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
+        guard fstatat(parent.rawValue, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
             let code = errno
-            root.close()
             if code == ENOENT { throw MAMError.fileNotFound(path) }
             throw MAMError.system(path, errno: code)
         }
         if (st.st_mode & S_IFMT) == S_IFLNK {
-            root.close()
             throw MAMError.invalidArguments("\(path) is a symbolic link; a wipe does not follow symbolic links (give the directory it points to)")
         }
-        return root
+        return WipeRoot(parent: parent.take(), name: name, path: path)
     }
 
     /// A root the state remembers: every component is opened with O_NOFOLLOW from "/", so a
@@ -48,29 +48,30 @@ struct WipeRoot {
         let path = PathName.normalized(path)
         guard path.hasPrefix("/") else { return nil }
         let components = path.split(separator: "/").map(String.init)
-        var fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        guard let last = components.last else { return WipeRoot(parent: fd, name: ".", path: "/") }
+        var fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            return nil
+        }
+        guard let last = components.last else { return WipeRoot(parent: fd.take(), name: ".", path: "/") }
         for component in components.dropLast() {
-            let next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            let code = errno
-            Glibc.close(fd)
-            guard next >= 0 else {
-                if code == ELOOP || code == ENOTDIR {
+            do {
+                fd = try FileDescriptor.open(in: fd.rawValue, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            } catch {
+                if error == .tooManySymbolicLinks || error == .notDirectory {
                     notes.append("\(path): skipped, a directory on its path is now a symbolic link or not a directory (wipe it with --root if it is meant)")
                 }
                 return nil
             }
-            fd = next
         }
         var st = stat()
-        guard fstatat(fd, last, &st, AT_SYMLINK_NOFOLLOW) == 0 else { Glibc.close(fd); return nil }
+        guard fstatat(fd.rawValue, last, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
         if (st.st_mode & S_IFMT) == S_IFLNK {
             notes.append("\(path): skipped, it is now a symbolic link")
-            Glibc.close(fd)
             return nil
         }
-        return WipeRoot(parent: fd, name: last, path: path)
+        return WipeRoot(parent: fd.take(), name: last, path: path)
     }
 }
 
@@ -107,14 +108,13 @@ struct WipeWalker {
         report.roots.append(root.path)
         switch st.st_mode & S_IFMT {
         case S_IFDIR:
-            let fd = openat(root.parent, root.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { return }
-            defer { Glibc.close(fd) }
+            guard let descriptor = try? FileDescriptor.open(in: root.parent, root.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return }
+            let fd = descriptor.rawValue
             var opened = stat()
             guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == st.st_dev else { return }
             try walk(fd, path: root.path, kernelPath: MountPoints.kernelPath(of: fd),
                      name: PathName.lastComponent(of: root.path), device: opened.st_dev)
-            if DirectoryOwner.read(fd: fd) == owner { fremovexattr(fd, DirectoryOwner.attributeName) }
+            if DirectoryOwner.read(fd: fd) == owner { try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName) }
         case S_IFREG:
             examined += 1
             try wipeFile(in: root.parent, name: Array(root.name.utf8CString), path: root.path, expected: st)
@@ -137,9 +137,8 @@ struct WipeWalker {
                     report.notes.append("\(child): not crossed, it is a mount point (another filesystem); its files were not examined")
                     continue
                 }
-                let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { continue }
-                defer { Glibc.close(fd) }
+                guard let descriptor = try? FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { continue }
+                let fd = descriptor.rawValue
                 var opened = stat()
                 guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == device else { continue }
                 if entry.text == "tmp" && directoryName == ".mamfs-provider" {
@@ -148,7 +147,7 @@ struct WipeWalker {
                 }
                 try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device)
                 if DirectoryOwner.read(fd: fd) == owner {
-                    if unlinkat(directory, name, AT_REMOVEDIR) != 0 { fremovexattr(fd, DirectoryOwner.attributeName) }
+                    if unlinkat(directory, name, AT_REMOVEDIR) != 0 { try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName) }
                     report.removedDirectories += 1
                 }
             case S_IFREG:
@@ -163,13 +162,16 @@ struct WipeWalker {
 
     /// Removes `name` in `directory` when it is a regular file of the owner.
     private mutating func wipeFile(in directory: Int32, name: [CChar], path: String, expected: stat) throws {
-        let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { return }
         var opened = stat()
-        let same = fstat(fd, &opened) == 0 && (opened.st_mode & S_IFMT) == S_IFREG
-            && opened.st_ino == expected.st_ino && opened.st_dev == expected.st_dev
-        let header = same ? try? ProtectedFileHeader.read(fd: fd) : nil
-        Glibc.close(fd)
+        let header: ProtectedFileHeader?
+        do {
+            let fd = try FileDescriptor.open(in: directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            let same = fstat(fd.rawValue, &opened) == 0 && (opened.st_mode & S_IFMT) == S_IFREG
+                && opened.st_ino == expected.st_ino && opened.st_dev == expected.st_dev
+            header = same ? try? ProtectedFileHeader.read(fd: fd.rawValue) : nil
+        } catch {
+            return
+        }
         guard let header, header.owner == owner else { return }
         EnrollmentManager.beforeRemovingFile?(PathName.lastComponent(of: path))
         // The name may have been replaced since it was read; only the file examined goes.
@@ -192,10 +194,12 @@ struct WipeWalker {
                     report.notes.append("\(PathName.appending(entry.text, to: path)): not crossed, it is a mount point (another filesystem)")
                     continue
                 }
-                let fd = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { continue }
-                purge(fd, path: PathName.appending(entry.text, to: path), kernelPath: childKernelPath, device: device)
-                Glibc.close(fd)
+                do {
+                    let fd = try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    purge(fd.rawValue, path: PathName.appending(entry.text, to: path), kernelPath: childKernelPath, device: device)
+                } catch {
+                    continue
+                }
                 if unlinkat(directory, name, AT_REMOVEDIR) == 0 { report.removedTemporaries += 1 }
             } else if unlinkat(directory, name, 0) == 0 {
                 report.removedTemporaries += 1

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import MAMSystem
 
 /// One SQLite connection shared by many threads, every use serialized by a lock.
 ///
@@ -289,13 +290,14 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     private static func createFile(_ path: String, mode: mode_t) throws {
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        if fd < 0 {
-            let code = errno
-            if code == EEXIST { return }
-            throw MAMError.system("cannot create database \(path)", errno: code)
+        let created: FileDescriptor
+        do {
+            created = try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode: mode)
+        } catch {
+            if error == .fileExists { return }
+            throw MAMError.system("cannot create database \(path)", errno: error.rawValue)
         }
-        defer { Glibc.close(fd) }
+        let fd = created.rawValue
         // The umask may have removed bits we want (or callers may ask for more than it allows).
         guard fchmod(fd, mode) == 0 else {
             throw MAMError.fromErrno("cannot set the mode of database \(path)")

@@ -1,4 +1,5 @@
 import Glibc
+import MAMSystem
 
 /// A directory entry's name as the bytes the kernel gave (NUL-terminated), so names that are
 /// not valid UTF-8 are still examined, and as text for messages.
@@ -16,20 +17,10 @@ public enum DirectoryEntries {
     /// The names in the directory open as `fd` (without "." and ".."); `fd` stays open and
     /// its position is not used (the listing reads a duplicate from the start).
     public static func names(of fd: Int32) -> [EntryName] {
-        let copy = dup(fd)
-        guard copy >= 0 else { return [] }
-        guard let stream = fdopendir(copy) else { close(copy); return [] }
-        defer { closedir(stream) }
-        rewinddir(stream)
+        guard var iterator = try? DirectoryIterator(duplicating: fd) else { return [] }
         var names: [EntryName] = []
-        while let entry = readdir(stream) {
-            let bytes = withUnsafePointer(to: &entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { pointer in
-                    Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
-                }
-            }
-            let name = EntryName(bytes: bytes)
-            if name.text != "." && name.text != ".." { names.append(name) }
+        while let entry = try? iterator.next() {
+            names.append(EntryName(bytes: entry.cName))
         }
         return names
     }
@@ -47,10 +38,8 @@ public enum DirectoryEntries {
             guard fstatat(fd, entry.bytes, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
                 guard st.st_dev == device.st_dev else { continue }
-                let child = openat(fd, entry.bytes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                guard child >= 0 else { continue }
-                removed += removeContents(of: child)
-                close(child)
+                guard let child = try? FileDescriptor.open(in: fd, entry.bytes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { continue }
+                removed += removeContents(of: child.rawValue)
                 if unlinkat(fd, entry.bytes, AT_REMOVEDIR) == 0 { removed += 1 }
             } else if unlinkat(fd, entry.bytes, 0) == 0 {
                 removed += 1
