@@ -1,6 +1,7 @@
 import CFuse
 import Glibc
 import MAMProtection
+import MAMSystem
 
 /// The mount daemon: validates a mount request, forks the daemon that serves the FUSE session
 /// of `mamfs mount`, and unmounts for `mamfs unmount`.
@@ -254,7 +255,7 @@ public enum MountDaemon {
             guard dup2(ready, 3) == 3 else { return ready }
             ready = 3
         }
-        if mamfs_fuse_close_range(4, UInt32.max, 0) != 0 {
+        if (try? SystemCall.closeRange(4, UInt32.max)) == nil {
             let limit = min(Int(sysconf(Int32(_SC_OPEN_MAX))), 65536)
             if limit > 4 { for fd in 4..<Int32(limit) { close(fd) } }
         }
@@ -266,9 +267,9 @@ public enum MountDaemon {
     /// would otherwise run into EMFILE under the usual soft limit of 1024.
     static func raiseOpenFileLimit() {
         var limit = rlimit()
-        guard getrlimit(mamfs_fuse_RLIMIT_NOFILE, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        guard getrlimit(SystemConstants.resourceOpenFiles, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
         limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(mamfs_fuse_RLIMIT_NOFILE, &limit)
+        _ = setrlimit(SystemConstants.resourceOpenFiles, &limit)
     }
 
     /// Creates the session, mounts, calls `ready` and runs the multithreaded loop until unmounted.
