@@ -11,33 +11,36 @@ public enum SystemCall {
     /// - Throws: the read's `Errno` (EIO, EISDIR, EBADF, ...).
     public static func pread(fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
         guard let base = buffer.baseAddress else { return 0 }
-        var done = 0
-        while done < buffer.count {
-            let n = Glibc.pread(fd, base + done, buffer.count - done, off_t(offset + Int64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Errno.current
-            }
-            if n == 0 { break }
-            done += n
+        return try transfer(count: buffer.count, atEnd: { $0 }) { done in
+            Glibc.pread(fd, base + done, buffer.count - done, off_t(offset + Int64(done)))
         }
-        return done
     }
 
     /// Writes all of `buffer` at byte `offset` of `fd`, retrying EINTR and short writes.
     /// - Throws: the write's `Errno` (ENOSPC, EIO, EFBIG, ...); EIO when the kernel writes nothing.
     public static func pwrite(fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
         guard let base = buffer.baseAddress else { return }
+        _ = try transfer(count: buffer.count, atEnd: { (_: Int) throws(Errno) -> Int in throw Errno.ioError }) { done in
+            Glibc.pwrite(fd, base + done, buffer.count - done, off_t(offset + Int64(done)))
+        }
+    }
+
+    /// The loop of a full positional transfer: `step(done)` moves the next bytes (the call's
+    /// result: a count, 0 at the end, -1 with errno); EINTR is retried; `atEnd(done)` answers
+    /// a 0 before `count` bytes moved.
+    private static func transfer(count: Int, atEnd: (Int) throws(Errno) -> Int,
+                                 _ step: (Int) -> Int) throws(Errno) -> Int {
         var done = 0
-        while done < buffer.count {
-            let n = Glibc.pwrite(fd, base + done, buffer.count - done, off_t(offset + Int64(done)))
+        while done < count {
+            let n = step(done)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Errno.current
             }
-            if n == 0 { throw Errno.ioError }
+            if n == 0 { return try atEnd(done) }
             done += n
         }
+        return done
     }
 
     /// Attributes of what `fd` refers to, also for an O_PATH descriptor (fstatat with
