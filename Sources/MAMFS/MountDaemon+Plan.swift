@@ -1,0 +1,134 @@
+import Glibc
+import MAMProtection
+
+/// Validation before a mount: what `mamfs mount` checks and resolves before it forks the daemon.
+extension MountDaemon {
+    /// What the daemon mounts: resolved paths and the FUSE options it passes to libfuse.
+    struct Plan: Sendable {
+        let rootPath: String
+        let mountpoint: String
+        let fuseOptions: [String]
+    }
+
+    /// Checks `options` and resolves them in place (paths made absolute and symlink-free, the
+    /// account named by its accountId, mamfs's own `-o` words applied) and records the backing
+    /// directory as a known root of the account (the wipe's list).
+    /// - Throws: `MAMError.fileNotFound` (a missing directory), `.invalidArguments` (not a
+    ///   directory, a mountpoint not empty or inside the backing directory, a bad `-o`, an
+    ///   overlapping remote), `.unknownAccount`, `.keyUnavailable` (a wiped account).
+    static func prepare(_ options: inout MountOptions, context: ProtectionContext) throws -> Plan {
+        let (root, mountpoint) = try checkedDirectories(options)
+        var fuse = try applyMountOptions(&options)
+        if options.provider != nil { options.remote = try checkedRemote(options.remote, root: root, mountpoint: mountpoint) }
+        options.account = try mountAccount(options.account, context: context)
+        // Selective wipe removes the account's files under every backing directory it knows.
+        try context.state.addKnownRoot(root, kind: .backing, accountId: options.account.isEmpty ? nil : options.account)
+        // The kernel checks permissions itself (default_permissions) when other users can reach
+        // the mount (allow_other, allow_root): the daemon then acts for callers with other
+        // credentials. Without those options only the mounting user's processes get in, and the
+        // daemon runs with that user's credentials, so the backing filesystem makes the same
+        // checks; leaving default_permissions out then saves a GETATTR of the directory on every
+        // create and unlink (the kernel drops a directory's attributes whenever it changes).
+        // access(2) and chdir are answered by `OverlayFilesystem.access`.
+        let othersCanEnter = fuse.contains("allow_other") || fuse.contains("allow_root")
+        if othersCanEnter && !fuse.contains("default_permissions") { fuse.append("default_permissions") }
+        fuse.append(MountTable.fsnameOption(backingDirectory: root))
+        fuse.append(MountTable.subtypeOption)
+        return Plan(rootPath: root, mountpoint: mountpoint, fuseOptions: fuse)
+    }
+
+    /// The backing directory and the mountpoint, resolved: both directories, the mountpoint
+    /// empty and not inside the backing directory.
+    private static func checkedDirectories(_ options: MountOptions) throws -> (root: String, mountpoint: String) {
+        let root = try resolvedPath(options.backingDirectory, "backing directory")
+        guard isDirectory(root) else { throw MAMError.invalidArguments("backing \(options.backingDirectory) is not a directory") }
+        let mountpoint = try resolvedPath(options.mountpoint, "mountpoint")
+        guard isDirectory(mountpoint) else { throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is not a directory") }
+        guard let dir = opendir(mountpoint) else { throw MAMError.fromErrno("mountpoint \(options.mountpoint)") }
+        var empty = true
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { empty = false; break }
+        }
+        closedir(dir)
+        guard empty else { throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is not empty") }
+        if isInside(mountpoint, root) {
+            throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is inside the backing directory \(options.backingDirectory)")
+        }
+        return (root, mountpoint)
+    }
+
+    /// Applies mamfs's own `-o` words to `options` and returns the rest, for libfuse.
+    private static func applyMountOptions(_ options: inout MountOptions) throws -> [String] {
+        var fuse: [String] = []
+        for option in options.fuseOptions.flatMap({ $0.split(separator: ",").map(String.init) }) where !option.isEmpty {
+            // Keeps empty parts: "=" or "log=" must be refused, not crash or vanish.
+            let parts = option.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            switch parts[0] {
+            case "attr_timeout", "entry_timeout":
+                guard parts.count == 2, let seconds = Double(parts[1]), seconds >= 0 else {
+                    throw MAMError.invalidArguments("-o \(option): expected a number of seconds")
+                }
+                if parts[0] == "attr_timeout" { options.attributeTimeout = seconds } else { options.entryTimeout = seconds }
+            case "log":
+                guard parts.count == 2, !parts[1].isEmpty else { throw MAMError.invalidArguments("-o log=FILE: expected a file") }
+                options.logFile = try logPath(parts[1])
+            case "page_cache":
+                guard parts.count == 1 else { throw MAMError.invalidArguments("-o \(option): takes no value") }
+                options.pageCache = true
+            case "writeback_cache":
+                throw MAMError.invalidArguments("-o writeback_cache is not supported (mamfs must see every write)")
+            case "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "rw", "account", "state", "comment":
+                // fstab and mount(8) words that are not FUSE options.
+                continue
+            case "":
+                throw MAMError.invalidArguments("-o \(option): an option needs a name")
+            default:
+                if parts[0].hasPrefix("x-") { continue }
+                fuse.append(option)
+            }
+        }
+        return fuse
+    }
+
+    /// The remote directory of a provider mount, resolved; it must not overlap the backing
+    /// directory or the mountpoint.
+    private static func checkedRemote(_ remote: String?, root: String, mountpoint: String) throws -> String {
+        guard let remote, !remote.isEmpty else { throw MAMError.invalidArguments("--provider needs --remote DIR") }
+        let remoteRoot = try resolvedPath(remote, "remote directory")
+        guard isDirectory(remoteRoot) else { throw MAMError.invalidArguments("remote \(remote) is not a directory") }
+        if isInside(remoteRoot, root) || isInside(root, remoteRoot) || isInside(remoteRoot, mountpoint) {
+            throw MAMError.invalidArguments("the remote \(remote) must not overlap the backing directory or the mountpoint")
+        }
+        return remoteRoot
+    }
+
+    /// The accountId new files get ("" for none).
+    private static func mountAccount(_ account: String, context: ProtectionContext) throws -> String {
+        guard !AccountIdentity.canonical(account).isEmpty else { return "" }
+        let accountId = try context.resolveAccount(account).accountId
+        if context.isWiped(owner: accountId) {
+            throw MAMError.keyUnavailable("account \(accountId) was wiped; enroll it again before mounting for it")
+        }
+        return accountId
+    }
+
+    private static func resolvedPath(_ path: String, _ what: String) throws -> String {
+        guard let resolved = realpath(path, nil) else {
+            if errno == ENOENT { throw MAMError.fileNotFound("\(what) \(path) does not exist") }
+            throw MAMError.fromErrno("\(what) \(path)")
+        }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// True when the absolute path `a` is `b` or below it.
+    private static func isInside(_ a: String, _ b: String) -> Bool {
+        a == b || a.hasPrefix(b == "/" ? "/" : b + "/")
+    }
+}
