@@ -32,6 +32,11 @@ public struct ExtendedAttributes: Sendable {
     /// - Returns: nil when the file has no such attribute (ENODATA).
     /// - Throws: other errors (ENOTSUP, EACCES, ENOENT, ...).
     public func get(_ name: String) throws(Errno) -> [UInt8]? {
+        try name.withCString { cName in Self.result { () throws(Errno) in try get(cName: cName) } }.get()
+    }
+
+    /// `get` for a name given as the kernel's bytes (NUL-terminated; need not be UTF-8).
+    public func get(cName name: UnsafePointer<CChar>) throws(Errno) -> [UInt8]? {
         do throws(Errno) {
             return try Self.grow { buffer in
                 switch target {
@@ -52,12 +57,18 @@ public struct ExtendedAttributes: Sendable {
 
     /// Sets attribute `name` to `value`; `flags` is 0, XATTR_CREATE or XATTR_REPLACE.
     public func set(_ name: String, _ value: [UInt8], flags: Int32 = 0) throws(Errno) {
-        let rc = value.withUnsafeBytes { bytes -> Int32 in
-            switch target {
-            case .path(let path, true): return setxattr(path, name, bytes.baseAddress, bytes.count, flags)
-            case .path(let path, false): return lsetxattr(path, name, bytes.baseAddress, bytes.count, flags)
-            case .descriptor(let fd): return fsetxattr(fd, name, bytes.baseAddress, bytes.count, flags)
-            }
+        try value.withUnsafeBytes { bytes in
+            name.withCString { cName in Self.result { () throws(Errno) in try set(cName: cName, bytes, flags: flags) } }
+        }.get()
+    }
+
+    /// `set` for a name given as the kernel's bytes and a value in a raw buffer.
+    public func set(cName name: UnsafePointer<CChar>, _ value: UnsafeRawBufferPointer, flags: Int32 = 0) throws(Errno) {
+        let rc: Int32
+        switch target {
+        case .path(let path, true): rc = setxattr(path, name, value.baseAddress, value.count, flags)
+        case .path(let path, false): rc = lsetxattr(path, name, value.baseAddress, value.count, flags)
+        case .descriptor(let fd): rc = fsetxattr(fd, name, value.baseAddress, value.count, flags)
         }
         guard rc == 0 else { throw Errno.current }
     }
@@ -70,6 +81,11 @@ public struct ExtendedAttributes: Sendable {
     /// Removes attribute `name`.
     /// - Throws: ENODATA when there is none, or the call's other errors.
     public func remove(_ name: String) throws(Errno) {
+        try name.withCString { cName in Self.result { () throws(Errno) in try remove(cName: cName) } }.get()
+    }
+
+    /// `remove` for a name given as the kernel's bytes.
+    public func remove(cName name: UnsafePointer<CChar>) throws(Errno) {
         let rc: Int32
         switch target {
         case .path(let path, true): rc = removexattr(path, name)
@@ -81,6 +97,11 @@ public struct ExtendedAttributes: Sendable {
 
     /// The names of all attributes the caller may see, in the kernel's order.
     public func names() throws(Errno) -> [String] {
+        try nameBytes().map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `names()` as the kernel's bytes, without their NULs (a name need not be UTF-8).
+    public func nameBytes() throws(Errno) -> [ArraySlice<UInt8>] {
         let list = try Self.grow { buffer in
             let chars = buffer.baseAddress?.assumingMemoryBound(to: CChar.self)
             switch target {
@@ -89,7 +110,12 @@ public struct ExtendedAttributes: Sendable {
             case .descriptor(let fd): return flistxattr(fd, chars, buffer.count)
             }
         }
-        return list.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return list.split(separator: 0)
+    }
+
+    /// The outcome of `body` as a value, so it can cross a non-throwing closure (withCString).
+    private static func result<T>(_ body: () throws(Errno) -> T) -> Result<T, Errno> {
+        do throws(Errno) { return .success(try body()) } catch { return .failure(error) }
     }
 
     /// Runs a get/list call with a buffer that grows until the value fits: on ERANGE the

@@ -52,16 +52,8 @@ extension OverlayFilesystem {
             guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
             return try reply(Array(value.utf8), size: size)
         }
-        if size == 0 {
-            let n = CFuse.getxattr(inode.procPath, name, nil, 0)
-            guard n >= 0 else { throw FilesystemError.current() }
-            return .size(n)
-        }
-        var buffer = [UInt8](repeating: 0, count: size)
-        let n = buffer.withUnsafeMutableBytes { CFuse.getxattr(inode.procPath, name, $0.baseAddress, size) }
-        guard n >= 0 else { throw FilesystemError.current() }
-        buffer.removeSubrange(n...)
-        return .value(buffer)
+        guard let value = try ExtendedAttributes(path: inode.procPath).get(cName: name) else { throw FilesystemError(code: ENODATA) }
+        return try reply(value, size: size)
     }
 
     /// Backing xattr names without the ones mamfs owns (a directory's raw owner tag); the
@@ -80,19 +72,9 @@ extension OverlayFilesystem {
         return try reply(names, size: size)
     }
 
-    /// The names listxattr gives for `path` (without their NULs), asked again while the list
-    /// grows between the two calls.
+    /// The names listxattr gives for `path` (without their NULs).
     private func backingAttributeNames(_ path: String) throws -> [ArraySlice<UInt8>] {
-        while true {
-            let needed = CFuse.listxattr(path, nil, 0)
-            guard needed >= 0 else { throw FilesystemError.current() }
-            if needed == 0 { return [] }
-            var raw = [UInt8](repeating: 0, count: needed)
-            let n = raw.withUnsafeMutableBytes { CFuse.listxattr(path, $0.baseAddress?.assumingMemoryBound(to: CChar.self), needed) }
-            if n < 0 && errno == ERANGE { continue }
-            guard n >= 0 else { throw FilesystemError.current() }
-            return raw[0..<n].split(separator: 0, omittingEmptySubsequences: true)
-        }
+        try ExtendedAttributes(path: path).nameBytes()
     }
 
     /// Sets `name` to `value`. Writing `user.mam.owner` changes the owner (`protect`).
@@ -108,7 +90,7 @@ extension OverlayFilesystem {
             try protect(inode, owner: String(decoding: bytes, as: UTF8.self), caller: caller.credentials)
             return
         }
-        guard CFuse.setxattr(inode.procPath, name, value.baseAddress, value.count, flags) == 0 else { throw FilesystemError.current() }
+        try ExtendedAttributes(path: inode.procPath).set(cName: name, value, flags: flags)
     }
 
     /// Removes `name`.
@@ -119,6 +101,6 @@ extension OverlayFilesystem {
             throw FilesystemError(code: EPERM)
         }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
-        guard CFuse.removexattr(inode.procPath, name) == 0 else { throw FilesystemError.current() }
+        try ExtendedAttributes(path: inode.procPath).remove(cName: name)
     }
 }
