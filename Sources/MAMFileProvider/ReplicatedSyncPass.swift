@@ -204,7 +204,7 @@ final class ReplicatedSyncPass {
                 updated.localPath = candidate.to
                 try save(updated, replacing: row.identifier)
                 if row.type == .directory {
-                    try rekeyDescendants(oldLocal: row.localPath, newLocal: candidate.to, directory: item.identifier)
+                    try reidentifyDescendants(oldLocal: row.localPath, newLocal: candidate.to, directory: item.identifier)
                 }
                 report.movedRemotely += 1
                 moved = true
@@ -216,7 +216,7 @@ final class ReplicatedSyncPass {
 
     /// After a directory moved on the remote, gives the rows below it their new identifiers
     /// (read from the remote) and local paths.
-    private func rekeyDescendants(oldLocal: String, newLocal: String, directory: ItemIdentifier) throws {
+    private func reidentifyDescendants(oldLocal: String, newLocal: String, directory: ItemIdentifier) throws {
         let subtree = try store.enumerateTree(from: directory)
         var relative: [ItemIdentifier: String] = [directory: ""]
         var byRelative = ExactDictionary<RemoteItem>()
