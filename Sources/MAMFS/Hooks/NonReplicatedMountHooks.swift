@@ -23,9 +23,9 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     /// the placeholders are refreshed. Problems are logged; an unreachable remote does not stop
     /// the mount.
     func initialPass(afterPass: @escaping @Sendable () -> Void) {
-        ProviderBinding.report(provider.uploadPendingChanges(), what: "pending upload", log: log)
+        BoundProvider.report(provider.uploadPendingChanges(), what: "pending upload", log: log)
         do {
-            ProviderBinding.report(try provider.createPlaceholders(), what: "placeholders", log: log)
+            BoundProvider.report(try provider.createPlaceholders(), what: "placeholders", log: log)
         } catch {
             log("provider: placeholders: \(error)")
         }

@@ -28,7 +28,7 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
     /// The first pass, before the mount appears: every remote item is there once `mamfs mount`
     /// returns. Problems are logged; an unreachable remote does not stop the mount.
     func initialPass(afterPass: @escaping @Sendable () -> Void) {
-        ProviderBinding.report(provider.syncOnce(), what: "sync", log: log)
+        BoundProvider.report(provider.syncOnce(), what: "sync", log: log)
         condition.lock()
         self.afterPass = afterPass
         condition.unlock()
@@ -110,7 +110,7 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
                 usleep(100_000)
             }
             let result = provider.syncOnce()
-            ProviderBinding.report(result, what: "sync", log: log)
+            BoundProvider.report(result, what: "sync", log: log)
             if result.fetched + result.deletedLocally + result.movedLocally + result.conflicts > 0 { afterPass?() }
         }
     }

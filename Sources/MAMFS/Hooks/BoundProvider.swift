@@ -2,7 +2,7 @@ import MAMFileProvider
 import MAMProtection
 
 /// The file provider a `--remote DIR --provider KIND` mount binds its backing directory to.
-enum ProviderBinding {
+enum BoundProvider {
     case nonReplicated(NonReplicatedProvider)
     case replicated(ReplicatedProvider)
 
