@@ -10,11 +10,13 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <spawn.h>
 
 extern int fallocate(int fd, int mode, off_t offset, off_t len);
 extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 extern int memfd_create(const char *name, unsigned int flags);
 extern int mkostemp(char *template_path, int flags);
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
 
 static inline int mamfs_fallocate(int fd, int mode, long long offset, long long length) {
     return fallocate(fd, mode, (off_t)offset, (off_t)length);
@@ -24,6 +26,10 @@ static inline int mamfs_renameat2(int olddirfd, const char *oldpath, int newdirf
 }
 static inline int mamfs_mkostemp(char *template_path) {
     return mkostemp(template_path, O_CLOEXEC);
+}
+/* The spawned child closes every descriptor from `from` up (glibc 2.34). */
+static inline int mamfs_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 static inline int mamfs_memfd_create(const char *name) {
     return memfd_create(name, 1U /* MFD_CLOEXEC */);

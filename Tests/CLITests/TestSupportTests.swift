@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import MAMTestSupport
 
@@ -33,6 +34,26 @@ struct TestSupportTests {
         defer { close(fd) }
         let result = try shell("ls /proc/$$/fd | sort -n | tr '\\n' ' '")
         #expect(result.out == "0 1 2 ", "\(result.out)")
+    }
+
+    @Test("a descriptor another thread opens without O_CLOEXEC while a child starts does not reach the child")
+    func noDescriptorsFromOtherThreads() throws {
+        let stop = Atomic<Bool>(false)
+        let opener = Thread {
+            while !stop.load(ordering: .relaxed) {
+                let fd = open("/dev/null", O_RDONLY)
+                if fd >= 0 { close(fd) }
+            }
+        }
+        opener.start()
+        defer { stop.store(true, ordering: .relaxed) }
+        var leaks: [String] = []
+        for _ in 0..<40 {
+            // ls itself holds the listing's directory as the lowest free descriptor, 3.
+            let result = try shell("exec ls -1 /proc/self/fd")
+            if result.out != "0\n1\n2\n3\n" { leaks.append(result.out) }
+        }
+        #expect(leaks.isEmpty, "children saw \(leaks.count) extra descriptors: \(leaks.prefix(3))")
     }
 
     @Test("shell's environment: no MAMFS_STATE, C locale, UTC, extra values")

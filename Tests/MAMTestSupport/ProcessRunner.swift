@@ -1,4 +1,5 @@
 import Foundation
+import CSystem
 import Glibc
 
 /// Runs `executable` (a path, not looked up in PATH) with `arguments`, `stdin` as its input
@@ -26,11 +27,10 @@ public func runProcess(_ executable: String, _ arguments: [String], stdin: Data 
     posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    // Nothing else of the test process (descriptors into a mount, sockets) reaches the child;
-    // glibc ignores a close of a descriptor that went away since the listing.
-    for fd in openDescriptors() where fd > 2 {
-        posix_spawn_file_actions_addclose(&actions, fd)
-    }
+    // Nothing else of the test process (descriptors into a mount, sockets) reaches the child,
+    // including descriptors another test thread opens without O_CLOEXEC between now and the
+    // spawn: the child closes everything from 3 up itself, after the three opens above.
+    mamfs_spawn_closefrom(&actions, 3)
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -77,9 +77,4 @@ public func runProcess(_ executable: String, _ arguments: [String], stdin: Data 
     }
     let exited = (status & 0x7f) == 0
     return ProcessResult(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: stdout, stderr: stderr)
-}
-
-/// The descriptors this process has open (from /proc/self/fd; empty without /proc).
-private func openDescriptors() -> [Int32] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap { Int32($0) }
 }
