@@ -20,6 +20,18 @@ public struct Policy: Equatable, Sendable {
     public var saveToLocations: Set<SaveLocation>
     /// Where this account may open data from (drives `isOpenFromAllowed`).
     public var openFromLocations: Set<OpenLocation>
+    /// Which executables are managed apps; nil (the key absent) makes every process a managed
+    /// app. Mirrors Intune's "policy managed apps" / the allowed apps of Windows Information Protection.
+    public var managedApps: [ManagedAppRule]?
+    /// Which apps may open the account's files (Intune's "Send org data to other apps").
+    public var sendData: SendDataPolicy
+    /// Whether the account's data may be made personal: its owner changed to "" or another
+    /// account, or decrypted by the CLI in place or to a copy ("allow user to decrypt").
+    public var allowUserDecrypt: Bool
+    /// Location name -> path prefixes; every other path is `LocalDrive`.
+    public var locations: StorageLocations
+    /// Whether a request the caller-aware rules would deny is blocked, only recorded, or neither.
+    public var protectionLevel: ProtectionLevel
 
     /// Creates a policy; every parameter defaults to the value a missing JSON key takes.
     public init(
@@ -27,13 +39,23 @@ public struct Policy: Equatable, Sendable {
         fileProviderEncryptFiles: Bool = true,
         receiveData: ReceiveDataPolicy = .all,
         saveToLocations: Set<SaveLocation> = Set(SaveLocation.allCases),
-        openFromLocations: Set<OpenLocation> = Set(OpenLocation.allCases)
+        openFromLocations: Set<OpenLocation> = Set(OpenLocation.allCases),
+        managedApps: [ManagedAppRule]? = nil,
+        sendData: SendDataPolicy = .allApps,
+        allowUserDecrypt: Bool = true,
+        locations: StorageLocations = StorageLocations(),
+        protectionLevel: ProtectionLevel = .off
     ) {
         self.fileEncryptionRequired = fileEncryptionRequired
         self.fileProviderEncryptFiles = fileProviderEncryptFiles
         self.receiveData = receiveData
         self.saveToLocations = saveToLocations
         self.openFromLocations = openFromLocations
+        self.managedApps = managedApps
+        self.sendData = sendData
+        self.allowUserDecrypt = allowUserDecrypt
+        self.locations = locations
+        self.protectionLevel = protectionLevel
     }
 
     /// The demo's encrypting policy (same content as Tools/demo/policy-encrypt.json): files
@@ -54,8 +76,14 @@ public struct Policy: Equatable, Sendable {
         static let receiveData = "receiveData"
         static let saveToLocations = "saveToLocations"
         static let openFromLocations = "openFromLocations"
+        static let managedApps = "managedApps"
+        static let sendData = "sendData"
+        static let allowUserDecrypt = "allowUserDecrypt"
+        static let locations = "locations"
+        static let protectionLevel = "protectionLevel"
         static let all: Set<String> = [
             fileEncryptionRequired, fileProviderEncryptFiles, receiveData, saveToLocations, openFromLocations,
+            managedApps, sendData, allowUserDecrypt, locations, protectionLevel,
         ]
     }
 
@@ -99,14 +127,22 @@ public struct Policy: Equatable, Sendable {
             policy.fileProviderEncryptFiles = try bool(value, key: Key.fileProviderEncryptFiles, source: source)
         }
         if let value = object[Key.receiveData] {
-            guard let name = value as? String else {
-                throw invalid(source, "key '\(Key.receiveData)': expected a string, got \(describe(value))")
-            }
-            guard let receive = ReceiveDataPolicy(parsing: name) else {
-                let allowed = ReceiveDataPolicy.allCases.map(\.rawValue).joined(separator: ", ")
-                throw invalid(source, "key '\(Key.receiveData)': '\(InputQuote.short(name))' is not one of \(allowed)")
-            }
-            policy.receiveData = receive
+            policy.receiveData = try name(value, key: Key.receiveData, source: source)
+        }
+        if let value = object[Key.sendData] {
+            policy.sendData = try name(value, key: Key.sendData, source: source)
+        }
+        if let value = object[Key.protectionLevel] {
+            policy.protectionLevel = try name(value, key: Key.protectionLevel, source: source)
+        }
+        if let value = object[Key.allowUserDecrypt] {
+            policy.allowUserDecrypt = try bool(value, key: Key.allowUserDecrypt, source: source)
+        }
+        if let value = object[Key.managedApps] {
+            policy.managedApps = try managedApps(value, source: source)
+        }
+        if let value = object[Key.locations] {
+            policy.locations = try storageLocations(value, source: source)
         }
         if let value = object[Key.saveToLocations] {
             policy.saveToLocations = try locations(value, key: Key.saveToLocations, source: source,
@@ -119,27 +155,130 @@ public struct Policy: Equatable, Sendable {
         return policy
     }
 
-    /// The policy as JSON: pretty-printed, keys sorted, location arrays sorted by name, every
-    /// key present. `Policy.parse(p.jsonData(), source:)` gives back `p`.
+    /// The policy as JSON: pretty-printed, keys sorted, location arrays sorted by name; every
+    /// key of the encryption and location rules present, the enforcement keys (`managedApps`,
+    /// `sendData`, `allowUserDecrypt`, `locations`, `protectionLevel`) only when they are not
+    /// their defaults. `Policy.parse(p.jsonData(), source:)` gives back `p`.
     public func jsonData() -> Data {
         func list<L: RawRepresentable>(_ set: Set<L>) -> String where L.RawValue == String {
             let names = set.map(\.rawValue).sorted()
             if names.isEmpty { return "[]" }
             return "[\n" + names.map { "    \"\($0)\"" }.joined(separator: ",\n") + "\n  ]"
         }
-        // Keys in sorted order; every value is a bool or a known enum name, so no escaping is needed.
-        let members = [
+        // Keys in sorted order; paths are escaped (`jsonString`), every other value is a bool or a
+        // known enum name.
+        var members: [String] = []
+        // The enforcement keys are written only when they differ from their defaults, so a
+        // policy without them reads as it always did.
+        if !allowUserDecrypt { members.append("\"\(Key.allowUserDecrypt)\": false") }
+        members += [
             "\"\(Key.fileEncryptionRequired)\": \(fileEncryptionRequired)",
             "\"\(Key.fileProviderEncryptFiles)\": \(fileProviderEncryptFiles)",
-            "\"\(Key.openFromLocations)\": \(list(openFromLocations))",
+        ]
+        if !locations.isEmpty { members.append("\"\(Key.locations)\": \(locationsJSON())") }
+        if let managedApps {
+            let rules = managedApps.map { rule in
+                "    {\"path\": \(Policy.jsonString(rule.path))" + (rule.sha256.map { ", \"sha256\": \"\($0)\"" } ?? "") + "}"
+            }
+            members.append("\"\(Key.managedApps)\": " + (rules.isEmpty ? "[]" : "[\n" + rules.joined(separator: ",\n") + "\n  ]"))
+        }
+        members.append("\"\(Key.openFromLocations)\": \(list(openFromLocations))")
+        if protectionLevel != .off { members.append("\"\(Key.protectionLevel)\": \"\(protectionLevel.rawValue)\"") }
+        members += [
             "\"\(Key.receiveData)\": \"\(receiveData.rawValue)\"",
             "\"\(Key.saveToLocations)\": \(list(saveToLocations))",
         ]
+        if sendData != .allApps { members.append("\"\(Key.sendData)\": \"\(sendData.rawValue)\"") }
         let text = "{\n" + members.map { "  " + $0 }.joined(separator: ",\n") + "\n}\n"
         return Data(text.utf8)
     }
 
+    /// `locations` as a JSON object, names and prefixes sorted.
+    private func locationsJSON() -> String {
+        let table = locations.table
+        if table.isEmpty { return "{}" }
+        let members = table.keys.sorted().map { name in
+            "    \"\(name)\": [" + table[name]!.map(Policy.jsonString).joined(separator: ", ") + "]"
+        }
+        return "{\n" + members.joined(separator: ",\n") + "\n  }"
+    }
+
+    /// `text` as a JSON string literal (quotes, backslashes and control characters escaped).
+    static func jsonString(_ text: String) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: text, options: [.fragmentsAllowed, .withoutEscapingSlashes])) ?? Data("\"\"".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
     // MARK: - Parsing helpers
+
+    /// A policy-vocabulary name (`receiveData`, `sendData`, `protectionLevel`), case-insensitive.
+    private static func name<N: PolicyName>(_ value: Any, key: String, source: String) throws -> N {
+        guard let text = value as? String else {
+            throw invalid(source, "key '\(key)': expected a string, got \(describe(value))")
+        }
+        guard let parsed = N(parsing: text) else {
+            let allowed = N.allCases.map(\.rawValue).joined(separator: ", ")
+            throw invalid(source, "key '\(key)': '\(InputQuote.short(text))' is not one of \(allowed)")
+        }
+        return parsed
+    }
+
+    /// `managedApps`: an array of objects with a string `path` and an optional string `sha256`.
+    private static func managedApps(_ value: Any, source: String) throws -> [ManagedAppRule] {
+        let key = Key.managedApps
+        guard let array = value as? [Any] else {
+            throw invalid(source, "key '\(key)': expected an array of {\"path\": ..., \"sha256\": ...} objects, got \(describe(value))")
+        }
+        var rules: [ManagedAppRule] = []
+        for (index, element) in array.enumerated() {
+            guard let object = element as? [String: Any] else {
+                throw invalid(source, "key '\(key)': element \(index) must be an object, got \(describe(element))")
+            }
+            if let extra = object.keys.first(where: { $0 != "path" && $0 != "sha256" }) {
+                throw invalid(source, "key '\(key)': element \(index): unknown key '\(InputQuote.short(extra))' (allowed keys: path, sha256)")
+            }
+            guard let path = object["path"] as? String else {
+                throw invalid(source, "key '\(key)': element \(index): 'path' must be a string, got \(object["path"].map(describe) ?? "nothing")")
+            }
+            var digest: String?
+            if let value = object["sha256"] {
+                guard let text = value as? String else {
+                    throw invalid(source, "key '\(key)': element \(index): 'sha256' must be a string, got \(describe(value))")
+                }
+                digest = text
+            }
+            do {
+                let rule = try ManagedAppRule(path: path, sha256: digest)
+                guard !rules.contains(rule) else {
+                    throw invalid(source, "key '\(key)': element \(index) repeats '\(InputQuote.short(path))'")
+                }
+                rules.append(rule)
+            } catch let MAMError.invalidArguments(message) {
+                throw invalid(source, "key '\(key)': element \(index): \(message)")
+            }
+        }
+        return rules
+    }
+
+    /// `locations`: an object of location name -> array of absolute path prefixes.
+    private static func storageLocations(_ value: Any, source: String) throws -> StorageLocations {
+        let key = Key.locations
+        guard let object = value as? [String: Any] else {
+            throw invalid(source, "key '\(key)': expected an object of location name -> path prefixes, got \(describe(value))")
+        }
+        var table: [String: [String]] = [:]
+        for (name, prefixes) in object {
+            guard let array = prefixes as? [Any], array.allSatisfy({ $0 is String }) else {
+                throw invalid(source, "key '\(key)': '\(InputQuote.short(name))' must be an array of path prefixes, got \(describe(prefixes))")
+            }
+            table[name] = array.compactMap { $0 as? String }
+        }
+        do {
+            return try StorageLocations(table)
+        } catch let MAMError.invalidArguments(message) {
+            throw invalid(source, message)
+        }
+    }
 
     private static func invalid(_ source: String, _ message: String) -> MAMError {
         .invalidArguments("policy \(InputQuote.short(source, limit: 4096)): \(message)")
