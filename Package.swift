@@ -23,7 +23,7 @@ let package = Package(
         .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection", "MAMSystem"]),
         // Helpers every test target shares (process runner, fixtures, unmounting): a library,
         // not a test target, so the test targets can import it.
-        .target(name: "MAMTestSupport", dependencies: ["MAMProtection", "CSystem"], path: "Tests/MAMTestSupport"),
+        .target(name: "MAMTestSupport", dependencies: ["MAMProtection", "MAMFileProvider", "CSystem"], path: "Tests/MAMTestSupport"),
         .testTarget(name: "MAMSystemTests", dependencies: ["MAMSystem"]),
         .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection", "MAMTestSupport"]),

@@ -15,7 +15,10 @@ import MAMSystem
 /// by `ProviderRules.plainCopyForUpload`.
 ///
 /// Concurrency: calls on different items may run in parallel; calls on the same item must be
-/// serialized by the caller (the mount holds the item's content lock). Materializing and
+/// serialized by the caller, renames included: `itemMoved` changes the item's identifier on
+/// the remote before it writes the new one locally, so a `startProvidingItem` between the
+/// two asks for an identifier that is gone (the mount runs every call on one serial queue,
+/// under the item's content lock where it has one). Materializing and
 /// evicting replace the local file by rename, so its inode changes: a mount holding O_PATH
 /// descriptors must re-key the node afterwards.
 ///

@@ -24,6 +24,8 @@ import MAMProtection
 public final class ReplicatedProvider: Sendable {
     let binding: ProviderBinding
     private let passLock = NSLock()
+    /// Held by a pass while it reads the local tree and by `renamingLocally`.
+    private let scanLock = NSLock()
 
     /// The domain (remote + account).
     public var domain: FileProviderDomain { binding.domain }
@@ -54,13 +56,25 @@ public final class ReplicatedProvider: Sendable {
         }
         defer { if lockFD >= 0 { flock(lockFD, LOCK_UN); close(lockFD) } }
         do {
-            return try ReplicatedSyncPass(binding: binding, progress: progress).run()
+            return try ReplicatedSyncPass(binding: binding, scanLock: scanLock, progress: progress).run()
         } catch {
             var report = SyncReport()
             report.errors.append(SyncIssue(path: "", error: error))
             report.complete = false
             return report
         }
+    }
+
+    /// Runs `rename` (one rename(2) of names in the replica, made by the mount) between two
+    /// reads of the local tree by a pass, never during one: a scan that saw one directory before
+    /// the rename and another after it would find the item at neither path (and delete it on the
+    /// remote, to upload it anew later) or at both (and upload a copy), instead of moving it.
+    /// Renames made by other processes are not covered.
+    /// - Throws: what `rename` throws.
+    public func renamingLocally<R>(_ rename: () throws -> R) rethrows -> R {
+        scanLock.lock()
+        defer { scanLock.unlock() }
+        return try rename()
     }
 
     /// The status of a path in the replica (see `ProviderItemStatus`).

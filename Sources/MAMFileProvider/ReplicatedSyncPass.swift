@@ -51,10 +51,13 @@ final class ReplicatedSyncPass {
 
     /// The replica, opened once for the pass.
     private let tree: ConfinedDirectory
+    /// Held while the local tree is read (see `ReplicatedProvider.renamingLocally`).
+    private let scanLock: NSLock
 
     /// - Throws: `MAMError.system` when the replica cannot be opened.
-    init(binding: ProviderBinding, progress: ((SyncProgress) -> Void)?) throws {
+    init(binding: ProviderBinding, scanLock: NSLock, progress: ((SyncProgress) -> Void)?) throws {
         self.binding = binding
+        self.scanLock = scanLock
         self.progress = progress
         tree = try binding.layout.confined()
     }
@@ -75,7 +78,9 @@ final class ReplicatedSyncPass {
             report.anchor = (try? database.anchor()) ?? 0
             return report
         }
+        scanLock.lock()
         scanLocal("")
+        scanLock.unlock()
         total = rows.count + max(0, remote.count - rows.count) + max(0, local.count - rows.count)
         do {
             if try pushLocalMoves() { try attemptStep("") { try loadRemote() } }

@@ -205,4 +205,70 @@ struct ReplicatedProviderTests {
         #expect(try f.read(f.remotePath("work.txt")) == Array("corporate".utf8))
         f.expectRemotePlain()
     }
+
+    @Test("a local rename made while a pass reads the replica (through renamingLocally, as the mount renames) is pushed as a move: the remote file keeps its inode, nothing is deleted remotely or uploaded anew")
+    func renameDuringScanIsAMove() throws {
+        let f = try ProviderFixture()
+        // Many directories, so a pass's read of the local tree takes a while.
+        for i in 0..<300 { try f.writeRemote("fill\(i)/x.txt", [UInt8(i & 0xff)]) }
+        try f.writeRemote("a/moving.txt", Array("moving".utf8))
+        try f.writeRemote("b/keep.txt", Array("keep".utf8))
+        let provider = try f.replicated()
+        let first = provider.syncOnce()
+        #expect(first.isClean, "\(first.errors)")
+        let remoteInode = try #require(f.inode(f.remotePath("a/moving.txt")))
+
+        let renamer = LocalRenamer(provider: provider, paths: [f.localPath("a/moving.txt"), f.localPath("b/moving.txt")])
+        var deletedRemotely = 0
+        var created = 0
+        for _ in 0..<20 {
+            let report = provider.syncOnce()
+            deletedRemotely += report.deletedRemotely
+            created += report.created
+        }
+        let renames = renamer.stop()
+        let last = provider.syncOnce()
+        deletedRemotely += last.deletedRemotely
+        created += last.created
+        #expect(renames > 20, "the renames ran beside the passes")
+        #expect(deletedRemotely == 0 && created == 0, "deleted \(deletedRemotely), created \(created)")
+        let final = renamer.current.hasPrefix(f.localPath("a/")) ? "a/moving.txt" : "b/moving.txt"
+        let other = final == "a/moving.txt" ? "b/moving.txt" : "a/moving.txt"
+        #expect(f.inode(f.remotePath(final)) == remoteInode, "moved on the remote, same inode")
+        #expect(f.inode(f.remotePath(other)) == nil)
+        #expect(try f.read(f.remotePath(final)) == Array("moving".utf8))
+    }
+}
+
+/// Renames one local file back and forth between `paths` on its own thread, each rename
+/// through `ReplicatedProvider.renamingLocally`, until `stop()`.
+private final class LocalRenamer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopping = false
+    private var count = 0
+    private var at = 0
+    private let paths: [String]
+    private let done = DispatchSemaphore(value: 0)
+
+    init(provider: ReplicatedProvider, paths: [String]) {
+        self.paths = paths
+        Thread.detachNewThread { [self] in
+            while !lock.withLock({ stopping }) {
+                let from = lock.withLock { at }
+                let renamed = provider.renamingLocally { rename(paths[from], paths[1 - from]) == 0 }
+                if renamed { lock.withLock { at = 1 - from; count += 1 } }
+            }
+            done.signal()
+        }
+    }
+
+    /// The path the file has now.
+    var current: String { lock.withLock { paths[at] } }
+
+    /// Stops the renames; returns how many were made.
+    func stop() -> Int {
+        lock.withLock { stopping = true }
+        done.wait()
+        return lock.withLock { count }
+    }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 /// `cafe` + COMBINING ACUTE ACCENT (NFD) and `caf` + LATIN SMALL LETTER E WITH ACUTE (NFC):
 /// different bytes, equal as Swift strings.
@@ -406,7 +407,7 @@ struct SecurityProviderTests {
 
 /// A remote that runs `swap` once, when the first file read starts (a local change racing
 /// with the sync pass).
-final class SwappingRemote: ReadHookRemote, @unchecked Sendable {
+final class SwappingRemote: HookedRemote, @unchecked Sendable {
     private let swap: () -> Void
     private(set) var swapped = false
 

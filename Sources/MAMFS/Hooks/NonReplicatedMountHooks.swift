@@ -44,17 +44,23 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         NonReplicatedProvider.placeholderInfo(localPath: try path())?.size
     }
 
-    /// `startProvidingItem` under the entry's exclusive content lock, then the entry is pointed
-    /// at the provided file (it replaced the placeholder by rename).
+    /// `startProvidingItem` on the queue, after the remote work queued before it, under the
+    /// entry's exclusive content lock; then the entry is pointed at the provided file (it
+    /// replaced the placeholder by rename). On the queue because a queued rename changes the
+    /// placeholder's item identifier after the remote move: a download running beside it would
+    /// ask the remote for the old identifier, which no longer exists. The lock is taken inside
+    /// the queue, in the order an upload takes it.
     func materializeIfPlaceholder(_ inode: Inode, in fs: OverlayFilesystem) throws {
         guard inode.isRegular else { return }
         var st = stat()
         guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
-        try inode.contentLock.writing {
-            let path = try fs.backingPath(inode)
-            guard NonReplicatedProvider.placeholderInfo(localPath: path) != nil else { return }
-            try provider.startProvidingItem(localPath: path)
-            fs.repoint(inode, toPath: path)
+        try work.sync {
+            try inode.contentLock.writing {
+                let path = try fs.backingPath(inode)
+                guard NonReplicatedProvider.placeholderInfo(localPath: path) != nil else { return }
+                try provider.startProvidingItem(localPath: path)
+                fs.repoint(inode, toPath: path)
+            }
         }
     }
 

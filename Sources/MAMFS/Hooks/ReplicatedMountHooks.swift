@@ -77,7 +77,7 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
     func renaming(_ move: RenameRequest, fs: OverlayFilesystem, rename: () throws -> Void) throws {
         _ = try fs.childPath(move.from, move.name)
         _ = try fs.childPath(move.to, move.newName)
-        try rename()
+        try provider.renamingLocally(rename)
         schedulePass()
     }
 

@@ -141,44 +141,9 @@ final class ProviderFixture {
     }
 }
 
-/// A local-directory remote that calls `beforeRead(_:)` (with the read's 1-based count, under
-/// a lock) just before each file read: subclasses make something happen in the middle of a sync.
-class ReadHookRemote: RemoteStore, @unchecked Sendable {
-    let inner: LocalDirectoryRemote
-    private let lock = NSLock()
-    private var reads = 0
-
-    init(_ inner: LocalDirectoryRemote) { self.inner = inner }
-
-    /// Runs before read number `count`; does nothing here.
-    func beforeRead(_ count: Int) {}
-
-    var location: String { inner.location }
-    func volumeIdentity() throws -> String? { try inner.volumeIdentity() }
-    func enumerate(container: ItemIdentifier) throws -> [RemoteItem] { try inner.enumerate(container: container) }
-    func item(_ identifier: ItemIdentifier) throws -> RemoteItem { try inner.item(identifier) }
-    func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
-        lock.lock()
-        reads += 1
-        beforeRead(reads)
-        lock.unlock()
-        return try inner.readContents(of: identifier, into: destination)
-    }
-    func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem {
-        try inner.create(parent: parent, name: name, contents: contents)
-    }
-    func modify(_ identifier: ItemIdentifier, baseVersion: String, contentsURL: URL) throws -> RemoteItem {
-        try inner.modify(identifier, baseVersion: baseVersion, contentsURL: contentsURL)
-    }
-    func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws { try inner.delete(identifier, baseVersion: baseVersion) }
-    func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
-        try inner.move(identifier, toParent: newParent, newName: newName)
-    }
-}
-
 /// A remote that disappears (its root is renamed away) when the `after`-th file read starts,
 /// like a network share unmounted in the middle of a sync. `restore()` brings it back.
-final class VanishingRemote: ReadHookRemote, @unchecked Sendable {
+final class VanishingRemote: HookedRemote, @unchecked Sendable {
     private let stateLock = NSLock()
     private let after: Int
     private var _vanished = false
