@@ -32,3 +32,21 @@ final class ScratchDirectory {
 func isOpen(_ fd: Int32) -> Bool {
     fcntl(fd, F_GETFD) != -1
 }
+
+/// How many of this process's descriptors are open on `path` (absolute, symlink-free), from
+/// the /proc/self/fd links. Asked by target rather than by number: other tests' threads open
+/// and close descriptors meanwhile, and a closed number may already be someone else's.
+func descriptors(of path: String) -> Int {
+    guard let stream = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(stream) }
+    var count = 0
+    var target = [CChar](repeating: 0, count: 4096)
+    while let entry = readdir(stream) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard !name.hasPrefix(".") else { continue }
+        let length = readlink("/proc/self/fd/" + name, &target, target.count - 1)
+        guard length > 0 else { continue }
+        if String(decoding: target[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == path { count += 1 }
+    }
+    return count
+}
