@@ -23,7 +23,7 @@ extension OverlayFilesystem {
             guard let made else { throw FilesystemError.current() }
             chownToCaller(caller, dirFD: dirFD, name: name)
             let owner = try inheritedOwner(of: dir)
-            let (header, key) = try context.newFileHeader(owner: owner)
+            let (header, key) = try newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.
             if let header { try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
             return NewFile(file: file, header: header, key: key, made: made)
@@ -154,9 +154,12 @@ extension OverlayFilesystem {
                 }
                 var key = try fileKey(inode, header: header)
                 if truncating {
-                    if header == nil {
-                        let owner = try inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
-                        let (newHeader, newKey) = try context.newFileHeader(owner: owner)
+                    // A plain-tagged file whose owner now requires encryption starts again encrypted.
+                    let encrypting = header.map { !$0.isEncrypted && !$0.owner.isEmpty
+                        && context.policyEvaluator.isFileEncryptionRequired(accountId: $0.owner) } ?? false
+                    if header == nil || encrypting {
+                        let owner = try header?.owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
+                        let (newHeader, newKey) = try newFileHeader(owner: owner)
                         guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
                         if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }
                         header = newHeader
@@ -179,6 +182,7 @@ extension OverlayFilesystem {
     func read<R>(_ handle: OpenFile, size: Int, offset: Int, caller: Caller,
                  deliver: (UnsafeRawBufferPointer) -> R) throws -> R {
         try admit(.read, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
         return try buffers.withBuffer(size) { buffer in
             let count = try handle.inode.contentLock.reading {
                 try content(handle).read(into: buffer, at: Int64(offset))
@@ -191,6 +195,8 @@ extension OverlayFilesystem {
     /// (unless it is a page-cache writeback, `writepage`); returns the bytes written.
     func write(_ handle: OpenFile, _ data: UnsafeRawBufferPointer, offset: Int, writepage: Bool, caller: Caller) throws -> Int {
         try admit(.write, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
+        try encryptIfRequired(before: handle)
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
             let content = try content(handle)
@@ -204,6 +210,7 @@ extension OverlayFilesystem {
     /// mount uploads it before this returns).
     func fsync(_ handle: OpenFile, datasync: Bool, caller: Caller) throws {
         try admit(.sync, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
         let rc = datasync ? fdatasync(handle.fd) : SwiftGlibc.fsync(handle.fd)
         guard rc == 0 else { throw FilesystemError.current() }
         if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: true) }
@@ -221,6 +228,8 @@ extension OverlayFilesystem {
     func fallocate(_ handle: OpenFile, mode: Int32, offset: Int, length: Int, caller: Caller) throws {
         guard mode == 0 else { throw FilesystemError(code: EOPNOTSUPP) }
         try admit(.write, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
+        try encryptIfRequired(before: handle)
         try handle.inode.contentLock.writing {
             try content(handle).allocate(offset: Int64(offset), length: Int64(length))
         }

@@ -44,6 +44,26 @@ extension OverlayFilesystem {
 
     var hasWipedOwners: Bool { refreshState.withLock { !$0.wipedOwners.isEmpty } }
 
+    /// Before a read, write, fsync or fallocate on an open handle: EACCES once the owner of
+    /// its file was wiped, although the handle was opened before (its file key may still be
+    /// cached in the entry). The wipe is noticed within 200 ms (`refresh`).
+    /// - Throws: `FilesystemError(EACCES)`; the header's errors when it must be read.
+    func requireOwnerNotWiped(_ handle: OpenFile) throws {
+        refresh(force: false)
+        guard hasWipedOwners else { return }
+        let header = try handle.inode.contentLock.reading { try content(handle).header }
+        if isHidden(header) { throw FilesystemError(code: EACCES) }
+    }
+
+    /// The header and file key for a new file (create, O_TRUNC of an untagged file) of
+    /// `owner`: `ProtectionContext.newFileHeader`, refused for an owner that was wiped, whose
+    /// files would otherwise be stored plain with its tag.
+    /// - Throws: `FilesystemError(EACCES)` for a wiped owner; `.keyUnavailable`.
+    func newFileHeader(owner: String) throws -> (ProtectedFileHeader?, SymmetricKey?) {
+        if hasWipedOwners && context.isWiped(owner: owner) { throw FilesystemError(code: EACCES) }
+        return try context.newFileHeader(owner: owner)
+    }
+
     /// Entries whose backing file was replaced under its name (protect rewrites through a temp
     /// file and rename) are pointed at the new file, so the kernel's node keeps working.
     /// Entries whose descriptor is closed are not opened for this: they find their object
