@@ -59,10 +59,11 @@ final class CallerExecutable: Sendable {
             if let process { candidates.append("/proc/\(process.pid)/exe") }
             if !path.isEmpty { candidates.append(path) }
             for candidate in candidates {
+                // Hashed through the descriptor checked: the file, not whatever the name holds next.
                 guard let opened = try? FileDescriptor.open(candidate, O_RDONLY | O_CLOEXEC),
                       let st = try? opened.stat(), ExecutableFileID(st) == file,
-                      let digest = try? SHA256.digest(fileDescriptor: opened.rawValue) else { continue }
-                return SHA256.hex(digest)
+                      let digest = try? SHA256.hex(ofFileAt: ProcessDescriptorPath.path(of: opened.rawValue)) else { continue }
+                return digest
             }
             return nil
         }
