@@ -41,10 +41,10 @@ private final class FailureLog: @unchecked Sendable {
         try withStateStoreTestDir { tmp in
             let dir = StateDirectory(url: tmp.appendingPathComponent("state"))
             let store = try StateStore.open(directory: dir, create: true)
-            #expect(try store.database.queryFirst("PRAGMA user_version")?.int64(0) == 1)
+            #expect(try store.database.queryFirst("PRAGMA user_version")?.int64(0) == 2)
             let tables = try store.database.query("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
                 .compactMap { $0.string(0) }
-            #expect(tables == ["account_keys", "accounts", "known_roots", "meta"])
+            #expect(tables == ["account_keys", "accounts", "audit_tail", "known_roots", "meta"])
             #expect(try store.database.queryFirst("PRAGMA journal_mode")?.string(0) == "wal")
             #expect(try store.database.queryFirst("PRAGMA foreign_keys")?.int64(0) == 1)
             #expect(try store.database.queryFirst("PRAGMA secure_delete")?.int64(0) == 1)
@@ -54,7 +54,26 @@ private final class FailureLog: @unchecked Sendable {
 
             let reopened = try StateStore.open(directory: dir, create: false)
             #expect(try reopened.account(named: aliceId)?.upn == "alice@contoso.com")
-            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == 1)
+            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == 2)
+        }
+    }
+
+    @Test("a version 1 state is migrated: it gains the audit tail and keeps its accounts")
+    func versionOneStateGainsAuditTail() throws {
+        try withStateStoreTestDir { tmp in
+            let dir = StateDirectory(url: tmp.appendingPathComponent("state"))
+            let store = try StateStore.open(directory: dir, create: true)
+            try store.upsertAccount(AccountRecord(accountId: aliceId, upn: "alice@contoso.com", managed: true))
+            try store.database.execute("DROP TABLE audit_tail; PRAGMA user_version = 1")
+            store.close()
+
+            let reopened = try StateStore.open(directory: dir, create: false)
+            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == 2)
+            #expect(try reopened.account(named: aliceId)?.upn == "alice@contoso.com")
+            #expect(try reopened.auditTail() == nil)
+            try reopened.setAuditTail(AuditTail(seq: 3, hash: String(repeating: "a", count: 64)))
+            try reopened.setAuditTail(AuditTail(seq: 4, hash: String(repeating: "b", count: 64)))
+            #expect(try reopened.auditTail() == AuditTail(seq: 4, hash: String(repeating: "b", count: 64)))
         }
     }
 

@@ -16,6 +16,7 @@ public final class ProtectionContext: @unchecked Sendable {
     /// Built once per reload (asked on every file created through a mount).
     private var evaluator = PolicyEvaluator(policies: [:])
     private var lastDataVersion: Int64 = -1
+    private var audit: AuditLog?
 
     private init(stateDirectory: StateDirectory, state: StateStore, masterKey: SymmetricKey) throws {
         self.stateDirectory = stateDirectory
@@ -204,6 +205,19 @@ public final class ProtectionContext: @unchecked Sendable {
     public func protect(path: String, accountId: String, recursive: Bool) throws {
         try files.protect(path: path, accountId: accountId, recursive: recursive, progress: nil)
     }
+
+    /// The audit log of this state directory (`audit.log`): one per context, created on first use.
+    public var auditLog: AuditLog {
+        lock.lock()
+        defer { lock.unlock() }
+        if let audit { return audit }
+        let log = AuditLog(stateDirectory: stateDirectory, state: state)
+        audit = log
+        return log
+    }
+
+    /// The caller-aware rules over the currently managed accounts' policies.
+    public var accessRules: AccessRules { AccessRules(evaluator: policyEvaluator) }
 
     /// File protection (per path).
     public var files: FileProtectionManager { FileProtectionManager(context: self) }

@@ -8,14 +8,14 @@ import Foundation
 /// `dataVersion()` tells a long-lived instance that another one has committed.
 /// Key blobs are opaque bytes here: wrapping and unwrapping happen in the key store.
 ///
-/// Schema version (PRAGMA user_version) 1. accountIds and UPNs are stored canonical
+/// Schema version (PRAGMA user_version) 2 (version 2 added the audit log's tail). accountIds and UPNs are stored canonical
 /// (lowercased, see `AccountIdentity.canonical`), so every lookup is case-insensitive.
 ///
 /// Errors: SQLite failures are `MAMError.internalError`, a full disk is
 /// `MAMError.system(_, errno: ENOSPC)`; per-method errors are listed on each method.
 public final class StateStore: Sendable {
     /// The schema version this code writes and reads.
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
 
     /// The state directory the database lives in.
     public let directory: StateDirectory
@@ -300,6 +300,14 @@ public final class StateStore: Sendable {
             added_at INTEGER);
         """
 
+    /// Version 2: the last record of the audit log (`StateStore+AuditTail`), one row.
+    private static let schemaV2 = """
+        CREATE TABLE IF NOT EXISTS audit_tail(
+            id INTEGER PRIMARY KEY CHECK(id = 1),
+            seq INTEGER NOT NULL,
+            hash TEXT NOT NULL);
+        """
+
     private func migrate() throws {
         if try userVersion() == Self.schemaVersion { return }
         try database.transaction {
@@ -311,6 +319,10 @@ public final class StateStore: Sendable {
             if version < 1 {
                 try database.execute(Self.schemaV1)
                 try database.execute("PRAGMA user_version = 1")
+            }
+            if version < 2 {
+                try database.execute(Self.schemaV2)
+                try database.execute("PRAGMA user_version = 2")
             }
         }
     }
