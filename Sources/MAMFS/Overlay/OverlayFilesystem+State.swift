@@ -16,6 +16,13 @@ extension OverlayFilesystem {
         return Set(accounts.filter { $0.wipedAt != nil }.map(\.accountId))
     }
 
+    /// Whether a managed account's policy has a `protectionLevel` other than off.
+    static func anyPolicyEnforces(_ context: ProtectionContext) -> Bool {
+        guard let accounts = try? context.state.allAccounts() else { return false }
+        let evaluator = context.policyEvaluator
+        return accounts.contains { evaluator.policy(forAccountId: $0.accountId).map { $0.protectionLevel != .off } ?? false }
+    }
+
     /// Picks up CLI changes (wipe, policy set, protect on backing paths). `force` for requests
     /// that open or create; otherwise at most every 200 ms.
     func refresh(force: Bool) {
@@ -33,6 +40,7 @@ extension OverlayFilesystem {
             state.generation += 1
             state.wipedOwners = wiped
         }
+        enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
         repointReplacedEntries()
     }
 

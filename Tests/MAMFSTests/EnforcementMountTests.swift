@@ -1,0 +1,163 @@
+import Foundation
+import Glibc
+import MAMProtection
+import MAMTestSupport
+import Testing
+
+/// Caller-aware rules through real mounts. The managed app is a copy of real programs (cp,
+/// cat, touch, setfattr) in the test's own bin directory, named by the policy's `managedApps`;
+/// the system's /bin/cat and the rest are unmanaged.
+@Suite("Enforcement: managed apps, work files and the audit log through a mount")
+struct EnforcementMountTests {
+    static func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// The managed account's policy: encrypted files, the test's bin directory as the managed
+    /// apps, work data only for them, no user decrypt, at `level`; `extra` adds keys.
+    static func policy(_ m: MountedFixture, level: String, extra: String = "") -> String {
+        let bin = realPath(m.base) + "/bin/"
+        return """
+        {"fileEncryptionRequired": true, "fileProviderEncryptFiles": true,
+         "managedApps": [{"path": "\(bin)"}], "sendData": "managedApps", "allowUserDecrypt": false,
+         "protectionLevel": "\(level)"\(extra)}
+        """
+    }
+
+    /// Copies the managed programs, makes work.txt (a work file of the mount's account), a
+    /// personal directory `pers` (tagged ""), a work directory `wd` and `share`, then sets
+    /// the policy (as the admin would, while the mount runs).
+    static func prepare(_ m: MountedFixture, level: String, extra: String = "") throws {
+        let setup = try m.sh("""
+        mkdir -p "$BASE/bin" && for p in cp cat touch setfattr; do cp "$(command -v $p)" "$BASE/bin/"; done && \
+        printf 'work-secret' > work.txt && mkdir pers wd share && setfattr -n user.mam.owner -v '' pers
+        """)
+        guard setup.status == 0 else { throw TestSupportError("setup: \(setup.err)") }
+        let file = m.base + "/enforcing.json"
+        try Data(policy(m, level: level, extra: extra).utf8).write(to: URL(fileURLWithPath: file))
+        try m.mamfs(["policy", "set", MountedFixture.account, file])
+        // The mount notices state changes within 200 ms (opens and creates at once).
+        usleep(300_000)
+    }
+
+    /// The audit records of the fixture's state (after the mount stopped: bursts flushed).
+    static func records(_ m: MountedFixture) throws -> [AuditRecord] {
+        let context = try ProtectionContext.open(stateDirectory: StateDirectory(path: m.state), passphraseFile: nil)
+        guard FileManager.default.fileExists(atPath: m.state + "/" + AuditLog.fileName) else { return [] }
+        return try context.auditLog.records()
+    }
+
+    static func mountPath(_ m: MountedFixture, _ relative: String) -> String {
+        realPath(m.mountpoint) + "/" + relative
+    }
+
+    @Test("block: unmanaged cat of a work file is EACCES, the managed cp's copy into a personal directory is work data, unmanaged touch in a work directory and declassify are refused; each denial is one record")
+    func blockLevel() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        try EnforcementMountTests.prepare(m, level: "block")
+        let cat = try m.sh(#"cat work.txt; echo "cat=$?""#)
+        #expect(cat.out == "cat=1\n")
+        #expect(cat.err.contains("work.txt: Permission denied"), "\(cat.err)")
+        let copy = try m.sh(#""$BASE/bin/cp" work.txt pers/copy && "$BASE/bin/cat" pers/copy"#)
+        #expect(copy.status == 0 && copy.out == "work-secret", "\(copy.out) \(copy.err)")
+        let copied = try m.backingHeader("pers/copy")
+        #expect(copied?.owner == MountedFixture.account && copied?.isEncrypted == true, "\(String(describing: copied?.owner))")
+        let stored = FileManager.default.contents(atPath: m.backing + "/pers/copy") ?? Data()
+        #expect(stored.range(of: Data("work-secret".utf8)) == nil, "plaintext of the copy on the backing disk")
+        let touch = try m.sh(#"touch wd/new; echo "touch=$?""#)
+        #expect(touch.out == "touch=1\n" && touch.err.contains("Permission denied"), "\(touch.err)")
+        #expect(!FileManager.default.fileExists(atPath: m.backing + "/wd/new"))
+        let declassify = try m.sh(#"setfattr -n user.mam.owner -v '' work.txt; echo "setfattr=$?""#)
+        #expect(declassify.out == "setfattr=1\n" && declassify.err.contains("Operation not permitted"), "\(declassify.err)")
+        let header = try m.backingHeader("work.txt")
+        #expect(header?.owner == MountedFixture.account && header?.isEncrypted == true)
+        m.close()
+        let records = try EnforcementMountTests.records(m)
+        let denied = records.filter { $0.decision == "denied" }
+        #expect(denied.count == 3 && records.count == 3, "\(records.map { "\($0.action) \($0.executable) \($0.rule)" })")
+        let catRecords = records.filter { $0.executable == EnforcementMountTests.realPath("/bin/cat") }
+        #expect(catRecords.count == 1)
+        if let record = catRecords.first {
+            #expect(record.action == "open-read" && record.rule == "sendData=managedApps" && record.uid == 0)
+            #expect(record.path == EnforcementMountTests.mountPath(m, "work.txt") && record.owner == MountedFixture.account)
+            #expect(record.count == 1)
+        }
+        #expect(records.contains { $0.action == "create" && $0.rule == "workDirectory" && $0.path == EnforcementMountTests.mountPath(m, "wd/new") })
+        #expect(records.contains { $0.action == "declassify" && $0.rule == "allowUserDecrypt=false" })
+        #expect(try context(m).auditLog.verify().isVerified)
+    }
+
+    static func context(_ m: MountedFixture) throws -> ProtectionContext {
+        try ProtectionContext.open(stateDirectory: StateDirectory(path: m.state), passphraseFile: nil)
+    }
+
+    func context(_ m: MountedFixture) throws -> ProtectionContext { try EnforcementMountTests.context(m) }
+
+    @Test("audit: the same requests are allowed and each is recorded as audited")
+    func auditLevel() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        try EnforcementMountTests.prepare(m, level: "audit")
+        let r = try m.sh(#"cat work.txt && echo && touch wd/new && setfattr -n user.mam.owner -v '' work.txt && echo done"#)
+        #expect(r.status == 0 && r.out == "work-secret\ndone\n", "\(r.out) \(r.err)")
+        #expect(try m.backingHeader("wd/new")?.owner == MountedFixture.account)
+        #expect(try m.backingHeader("work.txt")?.owner == "")
+        m.close()
+        let records = try EnforcementMountTests.records(m)
+        #expect(records.allSatisfy { $0.decision == "audited" }, "\(records.map(\.decision))")
+        #expect(Set(records.map(\.rule)) == ["sendData=managedApps", "workDirectory", "allowUserDecrypt=false"],
+                "\(records.map { "\($0.action) \($0.rule)" })")
+    }
+
+    @Test("off: the same requests are allowed and nothing is recorded")
+    func offLevel() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        try EnforcementMountTests.prepare(m, level: "off")
+        let r = try m.sh(#"cat work.txt && echo && touch wd/new && echo done"#)
+        #expect(r.status == 0 && r.out == "work-secret\ndone\n", "\(r.out) \(r.err)")
+        m.close()
+        #expect(try EnforcementMountTests.records(m).isEmpty)
+    }
+
+    @Test("a work file may not be saved into a location missing from saveToLocations: managed cp into it and a rename into it are EACCES")
+    func saveToLocations() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        let share = EnforcementMountTests.mountPath(m, "share")
+        try EnforcementMountTests.prepare(m, level: "block", extra: """
+        , "locations": {"SharePoint": ["\(share)"]}, "saveToLocations": ["LocalDrive", "OneDriveForBusiness"]
+        """)
+        let r = try m.sh(#""$BASE/bin/cp" work.txt share/x; echo "cp=$?"; mv work.txt share/; echo "mv=$?"; "$BASE/bin/cp" work.txt pers/ok && echo saved"#)
+        #expect(r.out == "cp=1\nmv=1\nsaved\n", "\(r.out) \(r.err)")
+        #expect(r.err.contains("Permission denied"), "\(r.err)")
+        #expect(!FileManager.default.fileExists(atPath: m.backing + "/share/x"))
+        #expect(!FileManager.default.fileExists(atPath: m.backing + "/share/work.txt"))
+        #expect(FileManager.default.fileExists(atPath: m.backing + "/work.txt"))
+        m.close()
+        let saves = try EnforcementMountTests.records(m).filter { $0.rule == "saveToLocations" }
+        #expect(saves.count == 2, "\(saves.map { "\($0.action) \($0.path)" })")
+        #expect(saves.allSatisfy { $0.action == "save" && $0.decision == "denied" })
+    }
+
+    @Test("an allow_other mount used by user nobody is decided the same way")
+    func otherUser() throws {
+        let m = try MountedFixture(.managed, options: ["allow_other"])
+        defer { m.close() }
+        try EnforcementMountTests.prepare(m, level: "block")
+        let r = try m.sh("""
+        chmod 755 "$BASE" "$BASE/bin" && chmod 644 work.txt && \
+        setpriv --reuid=65534 --regid=65534 --clear-groups /bin/cat work.txt; echo "system=$?"; \
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$BASE/bin/cat" work.txt; echo " managed=$?"
+        """)
+        #expect(r.out == "system=1\nwork-secret managed=0\n", "\(r.out) \(r.err)")
+        #expect(r.err.contains("Permission denied"), "\(r.err)")
+        m.close()
+        let records = try EnforcementMountTests.records(m)
+        #expect(records.count == 1 && records.first?.uid == 65534 && records.first?.rule == "sendData=managedApps",
+                "\(records.map { "\($0.uid) \($0.executable) \($0.rule)" })")
+    }
+}
