@@ -161,3 +161,55 @@ struct EnforcementMountTests {
                 "\(records.map { "\($0.uid) \($0.executable) \($0.rule)" })")
     }
 }
+
+/// What a managed app may read, and where a provider mount is.
+@Suite("Enforcement: receiving personal data and provider mount locations")
+struct EnforcementLocationTests {
+    @Test("a managed app reading a personal file: refused from a location missing from openFromLocations, and with receiveData none")
+    func managedAppReceivesPersonalFiles() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        let box = EnforcementMountTests.mountPath(m, "box")
+        try EnforcementMountTests.prepare(m, level: "block", extra: """
+        , "receiveData": "all", "locations": {"Box": ["\(box)"]}, "openFromLocations": ["LocalStorage"]
+        """)
+        let made = try m.sh("mkdir box && setfattr -n user.mam.owner -v '' box && printf personal > box/p.txt && printf mine > pers/p.txt && echo made")
+        #expect(made.out == "made\n", "\(made.err)")
+        let r = try m.sh(#""$BASE/bin/cat" box/p.txt; echo "box=$?"; "$BASE/bin/cat" pers/p.txt; echo " pers=$?"; cat box/p.txt; echo " system=$?""#)
+        #expect(r.out == "box=1\nmine pers=0\npersonal system=0\n", "\(r.out) \(r.err)")
+        let file = m.base + "/receive-none.json"
+        try Data(EnforcementMountTests.policy(m, level: "block", extra: #", "receiveData": "none""#).utf8)
+            .write(to: URL(fileURLWithPath: file))
+        try m.mamfs(["policy", "set", MountedFixture.account, file])
+        usleep(300_000)
+        let none = try m.sh(#""$BASE/bin/cat" pers/p.txt; echo "pers=$?""#)
+        #expect(none.out == "pers=1\n" && none.err.contains("Permission denied"), "\(none.out) \(none.err)")
+        m.close()
+        let rules = try EnforcementMountTests.records(m).map(\.rule)
+        #expect(rules == ["openFromLocations", "receiveData"], "\(rules)")
+    }
+
+    @Test("a provider mount is its --location: a work file saved into a SharePoint mount missing from saveToLocations is refused")
+    func providerMountLocation() throws {
+        let p = try ProviderMount("non-replicated", location: "SharePoint")
+        defer { p.close() }
+        let bin = EnforcementMountTests.realPath(p.base) + "/bin/"
+        let policy = p.base + "/enforcing.json"
+        try Data("""
+        {"fileEncryptionRequired": true, "fileProviderEncryptFiles": true, "managedApps": [{"path": "\(bin)"}],
+         "saveToLocations": ["LocalDrive", "Other"], "protectionLevel": "block"}
+        """.utf8).write(to: URL(fileURLWithPath: policy))
+        let setup = try p.sh(#"mkdir -p "$BASE/bin" && cp "$(command -v cp)" "$BASE/bin/" && printf 'work' > "$BASE/work.txt""#)
+        #expect(setup.status == 0, "\(setup.err)")
+        try p.mamfs(["policy", "set", ProviderMount.account, policy])
+        usleep(300_000)
+        let r = try p.sh(#""$BASE/bin/cp" "$BASE/work.txt" "$M/new.txt"; echo "cp=$?""#)
+        #expect(r.out == "cp=1\n" && r.err.contains("Permission denied"), "\(r.out) \(r.err)")
+        #expect(!FileManager.default.fileExists(atPath: p.backing + "/new.txt"))
+        p.close()
+        let context = try ProtectionContext.open(stateDirectory: StateDirectory(path: p.state), passphraseFile: nil)
+        let records = try context.auditLog.records()
+        #expect(records.count == 1 && records.first?.rule == "saveToLocations" && records.first?.action == "save",
+                "\(records.map { "\($0.action) \($0.rule) \($0.path)" })")
+    }
+}
