@@ -97,10 +97,11 @@ struct CallerProcessTests {
         CallerProcessTests.stop(sleeper)
         let gone = processes.executable(of: sleeper)
         #expect(gone.path == "" && gone.file == nil, "an exited pid: \(gone.path)")
-        let catProcess = try CallerProcessTests.spawn("/bin/cat", [])
-        defer { CallerProcessTests.stop(catProcess) }
-        let second = processes.executable(of: catProcess)
-        #expect(second.path == CallerProcessTests.realPath("/bin/cat"))
+        // tail -f waits (cat would end at once on an empty stdin).
+        let tail = try CallerProcessTests.spawn("/usr/bin/tail", ["-f", "/dev/null"])
+        defer { CallerProcessTests.stop(tail) }
+        let second = processes.executable(of: tail)
+        #expect(second.path == CallerProcessTests.realPath("/usr/bin/tail"))
         #expect(second !== first)
     }
 

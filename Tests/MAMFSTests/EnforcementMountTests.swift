@@ -74,10 +74,16 @@ struct EnforcementMountTests {
         #expect(declassify.out == "setfattr=1\n" && declassify.err.contains("Operation not permitted"), "\(declassify.err)")
         let header = try m.backingHeader("work.txt")
         #expect(header?.owner == MountedFixture.account && header?.isEncrypted == true)
+        // Through a directory: the recursive owner change would declassify the work file below it.
+        let below = try m.sh(#""$BASE/bin/cp" work.txt wd/w2 && setfattr -n user.mam.owner -v '' wd; echo "setfattr=$?""#)
+        #expect(below.out == "setfattr=1\n" && below.err.contains("Operation not permitted"), "\(below.out) \(below.err)")
+        let inside = try m.backingHeader("wd/w2")
+        #expect(inside?.owner == MountedFixture.account && inside?.isEncrypted == true)
         m.close()
         let records = try EnforcementMountTests.records(m)
         let denied = records.filter { $0.decision == "denied" }
-        #expect(denied.count == 3 && records.count == 3, "\(records.map { "\($0.action) \($0.executable) \($0.rule)" })")
+        // The second declassify is counted in the first one's burst and written when the mount stops.
+        #expect(denied.count == 4 && records.count == 4, "\(records.map { "\($0.action) \($0.executable) \($0.rule)" })")
         let catRecords = records.filter { $0.executable == EnforcementMountTests.realPath("/bin/cat") }
         #expect(catRecords.count == 1)
         if let record = catRecords.first {

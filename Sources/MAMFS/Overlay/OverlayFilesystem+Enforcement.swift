@@ -14,7 +14,7 @@ extension CallerExecutable: ExecutableIdentity {}
 /// | open with O_TRUNC | a work file: `.open(writing: true)`; otherwise `.create` (new owner by the writer) and, for a work owner, `.save` |
 /// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
 /// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
-/// | `user.mam.owner` of a work file or directory | `.declassify(newOwner:)` (EPERM) |
+/// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: everything below it too; EPERM) |
 ///
 /// Locations: a provider mount is its `--location` as a whole; a plain mount's objects are
 /// where the deciding policy's `locations` prefixes put their mount path (mountpoint +
@@ -42,12 +42,14 @@ extension OverlayFilesystem {
             try decideSave(owner: owner, path: try mountPath(target, name), asker)
             return .unchanged
         case .changeOwner(let value):
-            let current = inode.isRegular ? try ownerTag(of: inode) : try directoryTag(of: inode)
-            guard let owner = workOwner(current) else { return .unchanged }
+            let owners = try workOwnersChanged(by: inode)
+            guard !owners.isEmpty else { return .unchanged }
             let newOwner = (try? context.resolveOwner(value)) ?? value
-            try asker.enforce(self, .declassify(newOwner: newOwner), owner: owner,
-                              location: location(ofMountPath: try mountPath(inode), forAccount: owner),
-                              path: try mountPath(inode))
+            let path = try mountPath(inode)
+            for owner in owners.sorted() {
+                try asker.enforce(self, .declassify(newOwner: newOwner), owner: owner,
+                                  location: location(ofMountPath: path, forAccount: owner), path: path)
+            }
             return .unchanged
         default:
             return .unchanged
@@ -128,10 +130,51 @@ extension OverlayFilesystem {
 
     /// The work owner of the regular file `name` in `directory` (nil for anything else).
     private func workOwner(ofFile name: UnsafePointer<CChar>, in directory: Inode) -> String? {
-        guard let file = try? FileDescriptor.open(in: try directory.descriptor(), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC),
+        guard let directoryFD = try? directory.descriptor() else { return nil }
+        return workOwner(ofFile: name, in: directoryFD)
+    }
+
+    /// The work owner of the regular file `name` in the directory open as `directoryFD`.
+    private func workOwner(ofFile name: UnsafePointer<CChar>, in directoryFD: Int32) -> String? {
+        guard let file = try? FileDescriptor.open(in: directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC),
               let st = try? file.stat(), (st.st_mode & S_IFMT) == S_IFREG,
               let header = try? ProtectedFileHeader.read(fd: file.rawValue) else { return nil }
         return workOwner(header.owner)
+    }
+
+    /// The work owners an owner change of `inode` rewrites: a file's own; for a directory its
+    /// tag's and those of every file and tagged directory below it (the recursive protect's
+    /// walk: by descriptors, symlinks not followed).
+    private func workOwnersChanged(by inode: Inode) throws -> Set<String> {
+        var owners = Set<String>()
+        if inode.isRegular {
+            if let owner = workOwner(try ownerTag(of: inode)) { owners.insert(owner) }
+        } else if inode.isDirectory {
+            if let owner = workOwner(try directoryTag(of: inode)) { owners.insert(owner) }
+            let directory = try FileDescriptor.open(in: try inode.descriptor(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            try collectWorkOwners(below: directory, into: &owners)
+        }
+        return owners
+    }
+
+    private func collectWorkOwners(below directory: consuming FileDescriptor, into owners: inout Set<String>) throws {
+        let dirFD = directory.rawValue
+        var entries = try DirectoryIterator(adopting: directory)
+        while let entry = try entries.next() {
+            try entry.cName.withUnsafeBufferPointer { buffer in
+                guard let name = buffer.baseAddress, let st = try? SystemCall.stat(in: dirFD, name) else { return }
+                switch st.st_mode & S_IFMT {
+                case S_IFREG:
+                    if let owner = workOwner(ofFile: name, in: dirFD) { owners.insert(owner) }
+                case S_IFDIR:
+                    let child = try FileDescriptor.open(in: dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    if let owner = workOwner(context.directoryOwner(backingDirectoryFD: child.rawValue)) { owners.insert(owner) }
+                    try collectWorkOwners(below: child, into: &owners)
+                default:
+                    return
+                }
+            }
+        }
     }
 
     /// The owner tag of a regular file's header (nil when untagged).

@@ -57,6 +57,9 @@ extension OverlayFilesystem {
     /// cached in the entry). The wipe is noticed within 200 ms (`refresh`).
     /// - Throws: `FilesystemError(EACCES)`; the header's errors when it must be read.
     func requireOwnerNotWiped(_ handle: OpenFile) throws {
+        // Untagged and unmanaged files (known from the entry's header) have no owner to wipe.
+        if handle.backingKey == handle.inode.key, case .known(let header, _, _, _) = handle.inode.contentState,
+           header?.owner.isEmpty ?? true { return }
         refresh(force: false)
         guard hasWipedOwners else { return }
         let header = try handle.inode.contentLock.reading { try content(handle).header }
