@@ -32,7 +32,8 @@ struct EnforcementMountTests {
     static func prepare(_ m: MountedFixture, level: String, extra: String = "") throws {
         let setup = try m.sh("""
         mkdir -p "$BASE/bin" && for p in cp cat touch setfattr; do cp "$(command -v $p)" "$BASE/bin/"; done && \
-        printf 'work-secret' > work.txt && mkdir pers wd share && setfattr -n user.mam.owner -v '' pers
+        printf 'work-secret' > work.txt && mkdir pers wd share && setfattr -n user.mam.owner -v '' pers && \
+        printf 'old personal' > pers/over
         """)
         guard setup.status == 0 else { throw TestSupportError("setup: \(setup.err)") }
         let file = m.base + "/enforcing.json"
@@ -67,6 +68,12 @@ struct EnforcementMountTests {
         #expect(copied?.owner == MountedFixture.account && copied?.isEncrypted == true, "\(String(describing: copied?.owner))")
         let stored = FileManager.default.contents(atPath: m.backing + "/pers/copy") ?? Data()
         #expect(stored.range(of: Data("work-secret".utf8)) == nil, "plaintext of the copy on the backing disk")
+        // Over an existing personal file (O_TRUNC): the new content is the managed app's.
+        #expect(try m.backingHeader("pers/over")?.owner == "")
+        let over = try m.sh(#""$BASE/bin/cp" work.txt pers/over && "$BASE/bin/cat" pers/over"#)
+        #expect(over.out == "work-secret", "\(over.err)")
+        let overwritten = try m.backingHeader("pers/over")
+        #expect(overwritten?.owner == MountedFixture.account && overwritten?.isEncrypted == true)
         let touch = try m.sh(#"touch wd/new; echo "touch=$?""#)
         #expect(touch.out == "touch=1\n" && touch.err.contains("Permission denied"), "\(touch.err)")
         #expect(!FileManager.default.fileExists(atPath: m.backing + "/wd/new"))
