@@ -48,6 +48,7 @@ enum AccountCommands {
         let identity = try attempt(account) {
             try context.enrollment.enroll(accountId: account, upn: arguments.value("--upn"), policy: policy)
         }
+        CommandAudit.record(context, action: "enroll", path: identity.accountId, owner: identity.accountId)
         Output.line("Enrolled \(identity) as the managed account (policy from \(policyPath))")
         return ExitCode.ok
     }
@@ -61,6 +62,7 @@ enum AccountCommands {
         }
         try requireDirectories(roots)
         let context = try invocation.openContext()
+        let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
         let progress = ProgressLine(prefix: "mamfs: unenroll: wiping: ")
         defer { progress.finish() }
         let report = try attempt(account) {
@@ -68,6 +70,7 @@ enum AccountCommands {
                                             progress: wipe ? { progress.update(describe($0)) } : nil)
         }
         progress.finish()
+        CommandAudit.record(context, action: "unenroll", path: accountId, owner: accountId)
         Output.line("Unenrolled \(account)")
         if let report {
             printNotes(report, verb: "unenroll")
@@ -112,6 +115,8 @@ enum AccountCommands {
             try context.enrollment.wipe(account, roots: roots, progress: { progress.update(describe($0)) })
         }
         progress.finish()
+        let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
+        CommandAudit.record(context, action: "wipe", path: accountId, owner: accountId)
         printNotes(report, verb: "wipe")
         Output.line(summary(of: report, account: account))
         return ExitCode.ok

@@ -23,13 +23,16 @@ enum CommandLineTool {
         AccountCommands.wipe,
         MountVerbs.mount,
         MountVerbs.unmount,
+        AuditCommands.show,
+        AuditCommands.verify,
     ] + ProviderVerbs.all
 
     /// Verbs with sub-verbs (`mamfs policy show`): the group name, its sub-verbs and the text
     /// `mamfs GROUP --help` prints.
     static var groups: [(name: String, subVerbs: [String], help: String)] {
         [("policy", ["show", "set"], PolicyCommands.groupHelp),
-         ("provider", ["sync", "status", "evict", "import"], ProviderVerbs.groupHelp)]
+         ("provider", ["sync", "status", "evict", "import"], ProviderVerbs.groupHelp),
+         ("audit", ["verify"], AuditCommands.show.helpText)]
     }
 
     static var helpText: String {
@@ -78,7 +81,10 @@ enum CommandLineTool {
 
         var rest = Array(arguments.dropFirst())
         var name = first
-        if let group = groups.first(where: { $0.name == first }) {
+        // A group that is also a verb (`mamfs audit [OPTIONS]`) runs that verb unless a sub-verb follows.
+        let runsGroupVerb = verbs.contains { $0.name == first }
+            && !(rest.first.map { sub in groups.contains { $0.name == first && $0.subVerbs.contains(sub) } } ?? false)
+        if !runsGroupVerb, let group = groups.first(where: { $0.name == first }) {
             let expected = group.subVerbs.map { "'\($0)'" }
             let listed = expected.count == 2 ? expected.joined(separator: " or ")
                 : expected.dropLast().joined(separator: ", ") + " or " + (expected.last ?? "")

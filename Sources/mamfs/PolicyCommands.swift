@@ -57,6 +57,8 @@ enum PolicyCommands {
         let policy = try readPolicy(path)
         let context = try invocation.openContext()
         try attempt(account) { try context.enrollment.setPolicy(account, policy) }
+        let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
+        CommandAudit.record(context, action: "policy set", path: accountId, owner: accountId)
         Output.line("Set the policy of \(account) from \(path)")
         return ExitCode.ok
     }

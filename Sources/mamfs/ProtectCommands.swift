@@ -48,14 +48,29 @@ enum ProtectCommands {
         let context = try invocation.openContext()
         let accountId = try resolve(account, in: context)
         var exitCode = ExitCode.ok
+        let checked = CommandAudit.declassifyIsChecked(context)
         for path in arguments.positionals {
             let progress = ProgressLine(prefix: "mamfs: protect: \(path): ")
             do {
+                let backing = BackingPath.forFileVerb(path)
+                let oldOwner = try? context.files.protectionInfo(path: backing)
+                let action = isDeclassification(from: oldOwner, to: accountId, in: context) ? "declassify" : "protect"
+                var audited = false
+                if checked {
+                    let objects = DeclassifyTargets.managedObjects(at: backing, recursive: recursive, context: context)
+                    audited = try CommandAudit.requireDeclassifyAllowed(context, action: "declassify", owners: objects,
+                                                                         newOwner: accountId) { $0 == backing ? path : $0 }
+                }
                 try attempt(path) {
-                    try context.files.protect(path: BackingPath.forFileVerb(path), accountId: accountId, recursive: recursive,
+                    try context.files.protect(path: backing, accountId: accountId, recursive: recursive,
                                               progress: recursive ? { progress.update("\($0) files") } : nil)
                 }
                 progress.finish()
+                // A declassification is the old owner's event, any other protect the new owner's.
+                if !audited {
+                    CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
+                                        owner: action == "declassify" ? oldOwner : accountId)
+                }
             } catch let failure as CommandFailure {
                 progress.finish()
                 invocation.report(failure)
@@ -127,14 +142,26 @@ enum ProtectCommands {
         let copy = arguments.value("-o")
         if copy == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
+        let target = BackingPath.forFileVerb(path)
+        let owner = try? context.files.protectionInfo(path: target)
+        let audited = try CommandAudit.requireDeclassifyAllowed(context, action: "decrypt", owners: [(target, owner)],
+                                                                 newOwner: "") { _ in path }
         try attempt(path) {
             if copy == "-" {
-                try context.files.decryptFile(path: BackingPath.forFileVerb(path), toStream: STDOUT_FILENO)
+                try context.files.decryptFile(path: target, toStream: STDOUT_FILENO)
             } else {
-                try context.files.decryptFile(path: BackingPath.forFileVerb(path), toCopyPath: copy.map(BackingPath.forFileVerb))
+                try context.files.decryptFile(path: target, toCopyPath: copy.map(BackingPath.forFileVerb))
             }
         }
+        if !audited { CommandAudit.record(context, action: "decrypt", path: CommandAudit.absolute(target), owner: owner) }
         return ExitCode.ok
+    }
+
+    /// True when protecting an object owned by `oldOwner` for `newOwner` takes it from a
+    /// managed account (recorded as "declassify" rather than "protect").
+    private static func isDeclassification(from oldOwner: String?, to newOwner: String, in context: ProtectionContext) -> Bool {
+        guard let oldOwner, context.policyEvaluator.isManaged(accountId: oldOwner) else { return false }
+        return AccountIdentity.canonical(oldOwner) != AccountIdentity.canonical(newOwner)
     }
 
     /// The owner for an `--account` value: "" stays "" (unmanaged), a registered accountId or UPN

@@ -155,7 +155,14 @@ enum ProviderVerbs {
         let context = try invocation.openContext()
         let local = BackingPath.resolve(directory)
         let item = try attempt(source) {
-            try MAMFileProvider.ProviderCommands.importFile(source, toDirectory: local, context: context)
+            do {
+                return try MAMFileProvider.ProviderCommands.importFile(source, toDirectory: local, context: context)
+            } catch MAMError.policyDenied(let reason) {
+                // The receive check refused it: nothing was uploaded; the refusal is recorded.
+                CommandAudit.record(context, action: "provider import", path: CommandAudit.absolute(source),
+                                    owner: try? context.files.protectionInfo(path: source), verdict: .denied, rule: "receiveData")
+                throw MAMError.policyDenied(reason)
+            }
         }
         Output.line("Imported \(source) into \(directory) as item \(item.itemIdentifier.rawValue)")
         return ExitCode.ok

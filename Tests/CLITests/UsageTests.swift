@@ -5,7 +5,8 @@ import MAMTestSupport
 @Suite("CLI: help, version and usage errors")
 struct UsageTests {
     static let verbs = ["init", "enroll", "unenroll", "accounts", "policy show", "policy set", "protect", "info",
-                        "encrypt", "decrypt", "protect-data", "unprotect-data", "wipe", "mount", "unmount"]
+                        "encrypt", "decrypt", "protect-data", "unprotect-data", "wipe", "mount", "unmount",
+                        "audit", "audit verify"]
 
     @Test("the binary is found")
     func binaryFound() {

@@ -76,51 +76,30 @@ private func cell(_ caller: String, _ object: String, _ action: String, _ rule: 
     AccessRuleCell(caller: caller, object: object, action: action, rule: rule, newOwner: newOwner)
 }
 
-/// Every cell, written out (what `block` does; `audit` records the same rules, `off` allows all).
-private let table: [AccessRuleCell] = [
-    // A managed app.
-    cell("M", "W", "open-read", ""), cell("M", "W", "open-write", ""),
-    cell("M", "W", "create", "", newOwner: .some(work)),
-    cell("M", "W", "save-allowed", ""), cell("M", "W", "save-denied", "saveToLocations"),
-    cell("M", "W", "declassify-empty", "allowUserDecrypt=false"), cell("M", "W", "declassify-other", "allowUserDecrypt=false"),
-    cell("M", "W", "metadata", ""),
-    cell("M", "P-untagged", "open-read", "receiveData"), cell("M", "P-untagged", "open-write", ""),
-    cell("M", "P-untagged", "create", "", newOwner: .some(work)),
-    cell("M", "P-untagged", "save-allowed", ""), cell("M", "P-untagged", "save-denied", ""),
-    cell("M", "P-untagged", "declassify-empty", ""), cell("M", "P-untagged", "declassify-other", ""),
-    cell("M", "P-untagged", "metadata", ""),
-    cell("M", "P-empty", "open-read", "receiveData"), cell("M", "P-empty", "open-write", ""),
-    cell("M", "P-empty", "create", "", newOwner: .some(work)),
-    cell("M", "P-empty", "save-allowed", ""), cell("M", "P-empty", "save-denied", ""),
-    cell("M", "P-empty", "declassify-empty", ""), cell("M", "P-empty", "declassify-other", ""),
-    cell("M", "P-empty", "metadata", ""),
-    cell("M", "P-unmanaged", "open-read", "receiveData"), cell("M", "P-unmanaged", "open-write", ""),
-    cell("M", "P-unmanaged", "create", "", newOwner: .some(work)),
-    cell("M", "P-unmanaged", "save-allowed", ""), cell("M", "P-unmanaged", "save-denied", ""),
-    cell("M", "P-unmanaged", "declassify-empty", ""), cell("M", "P-unmanaged", "declassify-other", ""),
-    cell("M", "P-unmanaged", "metadata", ""),
-    // Any other process.
-    cell("U", "W", "open-read", "sendData=managedApps"), cell("U", "W", "open-write", "sendData=managedApps"),
-    cell("U", "W", "create", "workDirectory", newOwner: .some(work)),
-    cell("U", "W", "save-allowed", ""), cell("U", "W", "save-denied", "saveToLocations"),
-    cell("U", "W", "declassify-empty", "allowUserDecrypt=false"), cell("U", "W", "declassify-other", "allowUserDecrypt=false"),
-    cell("U", "W", "metadata", ""),
-    cell("U", "P-untagged", "open-read", ""), cell("U", "P-untagged", "open-write", ""),
-    cell("U", "P-untagged", "create", "", newOwner: .some(nil)),
-    cell("U", "P-untagged", "save-allowed", ""), cell("U", "P-untagged", "save-denied", ""),
-    cell("U", "P-untagged", "declassify-empty", ""), cell("U", "P-untagged", "declassify-other", ""),
-    cell("U", "P-untagged", "metadata", ""),
-    cell("U", "P-empty", "open-read", ""), cell("U", "P-empty", "open-write", ""),
-    cell("U", "P-empty", "create", "", newOwner: .some("")),
-    cell("U", "P-empty", "save-allowed", ""), cell("U", "P-empty", "save-denied", ""),
-    cell("U", "P-empty", "declassify-empty", ""), cell("U", "P-empty", "declassify-other", ""),
-    cell("U", "P-empty", "metadata", ""),
-    cell("U", "P-unmanaged", "open-read", ""), cell("U", "P-unmanaged", "open-write", ""),
-    cell("U", "P-unmanaged", "create", "", newOwner: .some(stranger)),
-    cell("U", "P-unmanaged", "save-allowed", ""), cell("U", "P-unmanaged", "save-denied", ""),
-    cell("U", "P-unmanaged", "declassify-empty", ""), cell("U", "P-unmanaged", "declassify-other", ""),
-    cell("U", "P-unmanaged", "metadata", ""),
+/// The table's columns, in the order of `rows`.
+private let columns = ["open-read", "open-write", "create", "save-allowed", "save-denied",
+                       "declassify-empty", "declassify-other", "metadata"]
+private let udf = "allowUserDecrypt=false"
+
+/// Every cell, written out: per caller and object, the rule that denies each column's action
+/// at `block` ("" = allowed) and the owner a create gives (`audit` records the same rules,
+/// `off` allows all).
+private let rows: [(caller: String, object: String, rules: [String], newOwner: String?)] = [
+    ("M", "W",           ["", "", "", "", "saveToLocations", udf, udf, ""], work),
+    ("M", "P-untagged",  ["receiveData", "", "", "", "", "", "", ""], work),
+    ("M", "P-empty",     ["receiveData", "", "", "", "", "", "", ""], work),
+    ("M", "P-unmanaged", ["receiveData", "", "", "", "", "", "", ""], work),
+    ("U", "W",           ["sendData=managedApps", "sendData=managedApps", "workDirectory", "", "saveToLocations", udf, udf, ""], work),
+    ("U", "P-untagged",  ["", "", "", "", "", "", "", ""], nil),
+    ("U", "P-empty",     ["", "", "", "", "", "", "", ""], ""),
+    ("U", "P-unmanaged", ["", "", "", "", "", "", "", ""], stranger),
 ]
+
+private let table: [AccessRuleCell] = rows.flatMap { row in
+    zip(columns, row.rules).map { action, rule in
+        cell(row.caller, row.object, action, rule, newOwner: action == "create" ? .some(row.newOwner) : .none)
+    }
+}
 
 @Suite("Access rules")
 struct AccessRulesTests {
@@ -129,6 +108,7 @@ struct AccessRulesTests {
         let keys = Set(table.map { "\($0.caller)|\($0.object)|\($0.action)" })
         #expect(keys.count == table.count)
         #expect(keys.count == callers.count * objects.count * actions.count)
+        #expect(Set(columns) == Set(actions.keys))
     }
 
     @Test("every cell at protectionLevel block", arguments: table)

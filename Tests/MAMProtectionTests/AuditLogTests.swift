@@ -45,6 +45,23 @@ private func fiveRecords() throws -> (StateFixture, AuditLog) {
     return (fixture, log)
 }
 
+/// The seq and reason `verify()` reports, nil when the log verifies.
+private func breakage(_ log: AuditLog) throws -> (seq: Int64, reason: String)? {
+    guard case .broken(let seq, let reason) = try log.verify() else { return nil }
+    return (seq, reason)
+}
+
+/// What `verify()` reports after `change` edited the lines of a log of five records (given
+/// as parsed records too).
+private func breakage(afterChanging change: (inout [String], [AuditRecord]) throws -> Void) throws -> (seq: Int64, reason: String)? {
+    let (fixture, log) = try fiveRecords()
+    defer { withExtendedLifetime(fixture) {} }
+    var text = try lines(log)
+    try change(&text, try log.records())
+    try writeLines(text, to: log)
+    return try breakage(log)
+}
+
 @Suite("Audit log")
 struct AuditLogTests {
     @Test("records are chained JSON lines: the first after 64 zeros, each after the one before")
@@ -100,62 +117,44 @@ struct AuditLogTests {
 
     @Test("an edited record is found by its seq")
     func editedRecord() throws {
-        let (fixture, log) = try fiveRecords()
-        defer { withExtendedLifetime(fixture) {} }
-        var text = try lines(log)
-        text[2] = text[2].replacingOccurrences(of: "/work/file3", with: "/work/fileX")
-        try writeLines(text, to: log)
-        guard case .broken(let seq, let reason) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 3)
-        #expect(reason.contains("edited"))
+        let found = try #require(try breakage(afterChanging: { lines, _ in
+            lines[2] = lines[2].replacingOccurrences(of: "/work/file3", with: "/work/fileX")
+        }), "not detected")
+        #expect(found.seq == 3)
+        #expect(found.reason.contains("edited"))
     }
 
     @Test("a record whose whitespace was changed counts as edited")
     func reformattedRecord() throws {
-        let (fixture, log) = try fiveRecords()
-        defer { withExtendedLifetime(fixture) {} }
-        var text = try lines(log)
-        text[1] = text[1].replacingOccurrences(of: ",\"count\":", with: ", \"count\":")
-        try writeLines(text, to: log)
-        #expect(try log.verify() == .broken(seq: 2, reason: "record 2 was edited (its hash does not match)"))
+        let found = try breakage(afterChanging: { lines, _ in
+            lines[1] = lines[1].replacingOccurrences(of: ",\"count\":", with: ", \"count\":")
+        })
+        #expect(found?.seq == 2)
+        #expect(found?.reason == "record 2 was edited (its hash does not match)")
     }
 
     @Test("an edited last record with every hash recomputed differs from the state")
     func editedAndRehashed() throws {
-        let (fixture, log) = try fiveRecords()
-        defer { withExtendedLifetime(fixture) {} }
-        var records = try log.records()
-        records[4].path = "/elsewhere"
-        records[4].hash = try records[4].chainHash(after: records[3].hash)
-        var text = try lines(log)
-        text[4] = String(decoding: records[4].canonicalJSON(includingHash: true), as: UTF8.self)
-        try writeLines(text, to: log)
-        guard case .broken(let seq, let reason) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 5)
-        #expect(reason.contains("state"))
+        let found = try #require(try breakage(afterChanging: { lines, records in
+            var last = records[4]
+            last.path = "/elsewhere"
+            last.hash = try last.chainHash(after: records[3].hash)
+            lines[4] = String(decoding: last.canonicalJSON(includingHash: true), as: UTF8.self)
+        }), "not detected")
+        #expect(found.seq == 5)
+        #expect(found.reason.contains("state"))
     }
 
     @Test("a removed record is found by the missing seq")
     func removedRecord() throws {
-        let (fixture, log) = try fiveRecords()
-        defer { withExtendedLifetime(fixture) {} }
-        var text = try lines(log)
-        text.remove(at: 2)
-        try writeLines(text, to: log)
-        guard case .broken(let seq, let reason) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 3)
-        #expect(reason.contains("missing"))
+        let found = try #require(try breakage(afterChanging: { lines, _ in lines.remove(at: 2) }), "not detected")
+        #expect(found.seq == 3)
+        #expect(found.reason.contains("missing"))
     }
 
     @Test("reordered records are found at the first place out of order")
     func reorderedRecords() throws {
-        let (fixture, log) = try fiveRecords()
-        defer { withExtendedLifetime(fixture) {} }
-        var text = try lines(log)
-        text.swapAt(1, 3)
-        try writeLines(text, to: log)
-        guard case .broken(let seq, _) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 2)
+        #expect(try breakage(afterChanging: { lines, _ in lines.swapAt(1, 3) })?.seq == 2)
     }
 
     @Test("records removed from the end are found through the state's tail")
@@ -165,8 +164,7 @@ struct AuditLogTests {
         try writeLines(Array(try lines(log).prefix(3)), to: log)
         #expect(try log.verify() == .broken(seq: 4, reason: "records 4 to 5 are missing from the end (the state records 5)"))
         try writeLines(Array(try lines(log).prefix(1)) , to: log)
-        guard case .broken(let seq, _) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 2)
+        #expect(try breakage(log)?.seq == 2)
     }
 
     @Test("a cut inside the last line, or of its newline only, is found")
@@ -175,9 +173,9 @@ struct AuditLogTests {
         defer { withExtendedLifetime(fixture) {} }
         let bytes = try Data(contentsOf: log.url)
         try bytes.prefix(bytes.count - 20).write(to: log.url)
-        guard case .broken(let seq, let reason) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 5)
-        #expect(reason.contains("cut"))
+        let found = try #require(try breakage(log), "not detected")
+        #expect(found.seq == 5)
+        #expect(found.reason.contains("cut"))
         try bytes.prefix(bytes.count - 1).write(to: log.url)
         #expect(try log.verify() == .broken(seq: 5, reason: "record 5 is cut off (its line has no end)"))
     }
@@ -187,9 +185,9 @@ struct AuditLogTests {
         let (fixture, log) = try fiveRecords()
         defer { withExtendedLifetime(fixture) {} }
         try FileManager.default.removeItem(at: log.url)
-        guard case .broken(let seq, let reason) = try log.verify() else { Issue.record("not detected"); return }
-        #expect(seq == 1)
-        #expect(reason.contains("missing") && reason.contains("5"))
+        let found = try #require(try breakage(log), "not detected")
+        #expect(found.seq == 1)
+        #expect(found.reason.contains("missing") && found.reason.contains("5"))
         #expect(try log.records() == [])
     }
 

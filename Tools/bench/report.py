@@ -136,6 +136,30 @@ def baseline_section(results, data):
     return out
 
 
+def enforcement_section(results, data):
+    """mamfs-apps (managedApps at block) against mamfs-enc (no enforcement), same run: the cost
+    of deciding each request by the caller's executable. Small-file times should stay within 10%."""
+    if "mamfs-apps" not in results["mounts"] or SUBJECT not in results["mounts"]:
+        return []
+    out = ["## Caller-aware enforcement cost (mamfs-apps / mamfs-enc)\n",
+           "Median of mamfs-apps / median of mamfs-enc, same run and placement (> 1 is better for rates, "
+           "< 1 is better for times); small-file rows should stay within 10%:\n"]
+    out.append("| workload | " + " | ".join(results["placements"]) + " | within 10% |")
+    out.append("|---|" + "---|" * (len(results["placements"]) + 1))
+    for metric, (label, _, higher_better) in METRICS.items():
+        rs = []
+        for placement in results["placements"]:
+            a, b = med(data.get((placement, "mamfs-apps", metric), [])), med(data.get((placement, SUBJECT, metric), []))
+            rs.append(None if a is None or not b else a / b)
+        if all(r is None for r in rs):
+            continue
+        ok = all(r is None or (r >= 0.9 if higher_better else r <= 1.1) for r in rs)
+        out.append(f"| {label} | " + " | ".join("-" if r is None else f"{r:.2f}" for r in rs)
+                   + f" | {'yes' if ok else 'NO'} |")
+    out.append("")
+    return out
+
+
 def write_report(results, data, path):
     m = results["machine"]
     cfg = results["config"]
@@ -191,6 +215,7 @@ def write_report(results, data, path):
         out.append(f"| openssl speed -evp aes-256-gcm, 4 KiB | - | - | {cell([c['openssl_gcm4k_MBps'] for c in cli])} |")
         out.append("")
     out.extend(baseline_section(results, data))
+    out.extend(enforcement_section(results, data))
     out.append("## Targets\n")
     out.append("| placement | target | value | met |")
     out.append("|---|---|---|---|")
@@ -225,7 +250,7 @@ def write_chart(results, data, path):
         return
     fig, axes = plt.subplots(rows, len(placements), figsize=(6 * len(placements), 2.2 * rows), squeeze=False)
     colors = {"raw": "#888888", "bindfs": "#4c72b0", "gocryptfs": "#dd8452", "securefs": "#55a868",
-              "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2",
+              "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2", "mamfs-apps": "#937860",
               "base-enc": "#e8a0a2", "base-plain": "#c0b8d8"}
     for row, metric in enumerate(metrics):
         label, unit, higher = METRICS[metric]

@@ -8,6 +8,9 @@ Mounts, all backed by directories under one work directory on the same disk:
   securefs     encrypting, libfuse 2
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
+  mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
+               policy's managedApps, sendData managedApps, protectionLevel block (the cost of
+               deciding every request by the caller's executable)
   base-enc     with --baseline PATH: mamfs-enc of another mamfs binary (an earlier commit)
   base-plain   with --baseline PATH: mamfs-plain of that binary
 
@@ -49,8 +52,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
-MOUNTS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-enc", "mamfs-plain"]
+MOUNTS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-enc", "mamfs-plain", "mamfs-apps"]
 BASELINE_MOUNTS = {"base-enc": "mamfs-enc", "base-plain": "mamfs-plain"}  # mount -> the mamfs kind it runs
+# The programs the workloads run on the mounts: mamfs-apps lists them as its managed apps.
+BENCH_PROGRAMS = ["tar", "ls", "cat", "rm", "find", "sh", "dd", "fio"]
 PLACEMENTS = {"same": 0, "split": 1}  # placement -> daemon CPU; the client is always on CPU 0
 CLIENT = ["taskset", "-c", "0"]
 PASSPHRASE = "benchmark-passphrase"
@@ -144,9 +149,13 @@ class Mount:
         else:
             state = os.path.join(self.base, "state")
             run([self.mamfs, "init", "--state", state], stdout=subprocess.DEVNULL)
-            run([self.mamfs, "enroll", ACCOUNT_ID, "--upn", UPN, "--policy",
-                 os.path.join(REPO, "Tools/demo/policy-encrypt.json"), "--state", state], stdout=subprocess.DEVNULL)
-            account = ["--account", UPN] if BASELINE_MOUNTS.get(self.name, self.name) == "mamfs-enc" else []
+            policy = os.path.join(REPO, "Tools/demo/policy-encrypt.json")
+            if self.name == "mamfs-apps":
+                policy = self.write_managed_apps_policy(policy)
+            run([self.mamfs, "enroll", ACCOUNT_ID, "--upn", UPN, "--policy", policy, "--state", state],
+                stdout=subprocess.DEVNULL)
+            kind = BASELINE_MOUNTS.get(self.name, self.name)
+            account = ["--account", UPN] if kind in ("mamfs-enc", "mamfs-apps") else []
             cmd = pin + [self.mamfs, "mount", self.backing, self.mountpoint, "-f", "--state", state] + account
         self.log_file = open(os.path.join(self.base, "daemon.log"), "w")
         # Own process group: a Ctrl-C at the terminal reaches this script, which unmounts first.
@@ -158,6 +167,20 @@ class Mount:
             if time.time() > deadline:
                 raise RuntimeError(f"{self.name} did not mount within 30 s")
             time.sleep(0.05)
+
+    def write_managed_apps_policy(self, base_policy):
+        """The demo's encrypting policy plus managedApps = the resolved executables of the
+        benchmark's programs and this interpreter, sendData managedApps, protectionLevel block."""
+        with open(base_policy) as f:
+            policy = json.load(f)
+        programs = {os.path.realpath(shutil.which(p)) for p in BENCH_PROGRAMS if shutil.which(p)}
+        programs.add(os.path.realpath(sys.executable))
+        policy.update(managedApps=[{"path": p} for p in sorted(programs)], sendData="managedApps",
+                      protectionLevel="block")
+        path = os.path.join(self.base, "policy-apps.json")
+        with open(path, "w") as f:
+            json.dump(policy, f, indent=2)
+        return path
 
     def stop(self):
         if self.name == "raw" or self.process is None:

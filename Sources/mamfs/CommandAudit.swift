@@ -1,0 +1,66 @@
+import Foundation
+import MAMProtection
+
+/// What the CLI writes to the audit log: its administrative actions (protect, declassify,
+/// decrypt, wipe, enroll, unenroll, policy set) as "allowed" records, and the declassifications
+/// the caller-aware rules deny ("denied", exit 77) or only record ("audited", level audit).
+/// The CLI is the caller: uid, pid and executable are this process's.
+enum CommandAudit {
+    /// This process as the caller the rules and the log see.
+    static let executable = ExecutableFile.current()
+
+    /// Records one event of this process and writes it at once (the CLI exits soon after).
+    /// - Parameters:
+    ///   - path: the object (an absolute path, see `absolute`, or an account for account actions).
+    ///   - owner: the object's owner; nil (untagged) is recorded as "".
+    static func record(_ context: ProtectionContext, action: String, path: String, owner: String?,
+                       verdict: Verdict = .allowed, rule: String = "") {
+        let log = context.auditLog
+        log.record(.ofThisProcess(executable: executable.path, action: action, path: path,
+                                  owner: owner ?? "", decision: verdict.auditName, rule: rule))
+        log.flush()
+    }
+
+    /// The caller-aware decision on making the objects `owners` (path -> current owner) belong
+    /// to `newOwner`: every object a managed account owns is a declassification its policy
+    /// must allow (`allowUserDecrypt`). Denied and audited objects are recorded under `action`.
+    /// - Returns: true when some object was only audited (the caller records nothing more).
+    /// - Throws: `CommandFailure` (exit 77) naming the rule and the first denied path when the
+    ///   level is block; nothing has been changed then.
+    /// `display` maps a recorded path to the one the error line names (the path as typed).
+    static func requireDeclassifyAllowed(_ context: ProtectionContext, action: String, owners: [(path: String, owner: String?)],
+                                         newOwner: String, display: (String) -> String = { $0 }) throws -> Bool {
+        let rules = context.accessRules
+        var denied: [(String, AccessDecision)] = []
+        var audited = false
+        for (path, owner) in owners {
+            let decision = rules.decide(AccessRequest(action: .declassify(newOwner: newOwner), executable: executable,
+                                                      owner: owner, appAccount: newOwner))
+            guard decision.isRecorded else { continue }
+            context.auditLog.record(.ofThisProcess(executable: executable.path, action: action, path: absolute(path),
+                                                   owner: owner ?? "", decision: decision.verdict.auditName, rule: decision.rule))
+            if decision.verdict == .denied { denied.append((path, decision)) } else { audited = true }
+        }
+        context.auditLog.flush()
+        guard let (path, decision) = denied.first else { return audited }
+        let others = denied.count > 1 ? " (and \(denied.count - 1) more below it)" : ""
+        throw CommandFailure(subject: display(path),
+                             message: "denied by policy (\(decision.rule)): the owner's data may not be made personal\(others); nothing was changed",
+                             exitCode: .noPerm)
+    }
+
+    /// True when some managed account's policy can deny or audit a declassification (so the
+    /// objects a command would declassify are worth listing first).
+    static func declassifyIsChecked(_ context: ProtectionContext) -> Bool {
+        let managed = (try? context.state.managedAccounts()) ?? []
+        return managed.contains { record in
+            guard let policy = context.policyEvaluator.policy(forAccountId: record.accountId) else { return false }
+            return !policy.allowUserDecrypt && policy.protectionLevel != .off
+        }
+    }
+
+    /// `path` made absolute (relative to the working directory) and standardized, as the log records paths.
+    static func absolute(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.path
+    }
+}

@@ -1,0 +1,292 @@
+import Foundation
+import Testing
+import MAMTestSupport
+
+/// A sandbox whose managed account's policy forbids user decryption at `level`, with one
+/// encrypted work file.
+private struct AuditSandbox {
+    let sandbox: Sandbox
+    let file: String
+    let plaintext = "quarterly figures\n"
+
+    init(level: String, allowUserDecrypt: Bool = false) throws {
+        sandbox = try Sandbox()
+        let initRun = try sandbox.run(["init"])
+        guard initRun.status == 0 else { throw SandboxError.failed("init", initRun) }
+        let policy = try sandbox.write("policy.json", """
+            {"fileEncryptionRequired": true, "allowUserDecrypt": \(allowUserDecrypt), "protectionLevel": "\(level)"}
+            """)
+        let enroll = try sandbox.run(["enroll", Fixtures.account, "--upn", Fixtures.upn, "--policy", policy])
+        guard enroll.status == 0 else { throw SandboxError.failed("enroll", enroll) }
+        file = try sandbox.write("work/report.txt", plaintext)
+        let protect = try sandbox.run(["protect", sandbox.path("work"), "-R", "--account", Fixtures.upn])
+        guard protect.status == 0 else { throw SandboxError.failed("protect", protect) }
+    }
+
+    func run(_ arguments: [String]) throws -> ProcessResult { try sandbox.run(arguments) }
+
+    /// `mamfs audit --json` (plus `extra`) parsed.
+    func records(_ extra: [String] = []) throws -> [[String: Any]] {
+        let result = try run(["audit", "--json"] + extra)
+        #expect(result.status == 0, "\(result.err)")
+        return try jsonArray(result)
+    }
+
+    func records(action: String) throws -> [[String: Any]] {
+        try records().filter { $0["action"] as? String == action }
+    }
+
+    var logPath: String { sandbox.state + "/audit.log" }
+
+    func logLines() throws -> [String] {
+        String(decoding: try sandbox.read(logPath), as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    func writeLog(_ lines: [String]) throws {
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: logPath))
+    }
+}
+
+private func info(_ sandbox: AuditSandbox, _ path: String) throws -> [String: Any] {
+    try jsonArray(try sandbox.run(["info", "--json", path])).first ?? [:]
+}
+
+@Suite("CLI: the audit log and the allowUserDecrypt rule")
+struct AuditCommandTests {
+    @Test("decrypt -o of a work file with allowUserDecrypt false: 77 naming the rule and the path, no output, one denied record")
+    func decryptCopyDenied() throws {
+        let s = try AuditSandbox(level: "block")
+        let before = try s.sandbox.read(s.file)
+        let copy = s.sandbox.path("copy.txt")
+        let result = try s.run(["decrypt", s.file, "-o", copy])
+        #expect(result.status == 77)
+        #expect(result.errLines == ["mamfs: decrypt: \(s.file): denied by policy (allowUserDecrypt=false): the owner's data may not be made personal; nothing was changed"])
+        #expect(!FileManager.default.fileExists(atPath: copy), "the output is not created")
+        #expect(try s.sandbox.read(s.file) == before)
+        let denied = try s.records(action: "decrypt")
+        #expect(denied.count == 1)
+        #expect(denied.first?["decision"] as? String == "denied")
+        #expect(denied.first?["rule"] as? String == "allowUserDecrypt=false")
+        #expect(denied.first?["path"] as? String == s.file)
+        #expect(denied.first?["owner"] as? String == Fixtures.account)
+        #expect((denied.first?["count"] as? NSNumber)?.intValue == 1)
+    }
+
+    @Test("decrypt in place and to stdout are denied the same way and change nothing")
+    func decryptInPlaceAndStdoutDenied() throws {
+        let s = try AuditSandbox(level: "block")
+        let before = try s.sandbox.read(s.file)
+        let inPlace = try s.run(["decrypt", s.file])
+        #expect(inPlace.status == 77)
+        #expect(inPlace.err.contains("allowUserDecrypt=false") && inPlace.err.contains(s.file))
+        let stdout = try s.run(["decrypt", s.file, "-o", "-"])
+        #expect(stdout.status == 77)
+        #expect(stdout.stdout.isEmpty)
+        #expect(try s.sandbox.read(s.file) == before)
+        #expect(try info(s, s.file)["encrypted"] as? Bool == true)
+        #expect(try s.records(action: "decrypt").map { $0["decision"] as? String } == ["denied", "denied"])
+    }
+
+    @Test("at protectionLevel audit decrypt -o goes ahead and is recorded once as audited")
+    func decryptAudited() throws {
+        let s = try AuditSandbox(level: "audit")
+        let copy = s.sandbox.path("copy.txt")
+        let result = try s.run(["decrypt", s.file, "-o", copy])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(String(decoding: try s.sandbox.read(copy), as: UTF8.self) == s.plaintext)
+        let records = try s.records(action: "decrypt")
+        #expect(records.count == 1)
+        #expect(records.first?["decision"] as? String == "audited")
+        #expect(records.first?["rule"] as? String == "allowUserDecrypt=false")
+    }
+
+    @Test("at protectionLevel off decrypt goes ahead with no denial record, only the administrative one")
+    func decryptOff() throws {
+        let s = try AuditSandbox(level: "off")
+        let copy = s.sandbox.path("copy.txt")
+        #expect(try s.run(["decrypt", s.file, "-o", copy]).status == 0)
+        #expect(String(decoding: try s.sandbox.read(copy), as: UTF8.self) == s.plaintext)
+        let records = try s.records()
+        #expect(records.allSatisfy { $0["decision"] as? String == "allowed" && $0["rule"] as? String == "" })
+        #expect(try s.records(action: "decrypt").count == 1)
+    }
+
+    @Test("protect --account '' or another account of a work tree: 77, nothing changed, every work object recorded denied")
+    func protectDeclassifyDenied() throws {
+        let s = try AuditSandbox(level: "block")
+        try s.sandbox.write("work/sub/notes.txt", "notes\n")
+        #expect(try s.run(["protect", s.sandbox.path("work/sub/notes.txt"), "--account", Fixtures.upn]).status == 0)
+        let before = try s.sandbox.read(s.file)
+        for target in ["", Fixtures.otherAccount] {
+            let result = try s.run(["protect", s.sandbox.path("work"), "-R", "--account", target])
+            #expect(result.status == 77)
+            #expect(result.errLines.count == 1)
+            #expect(result.err.contains("allowUserDecrypt=false") && result.err.contains(s.sandbox.path("work")))
+        }
+        let single = try s.run(["protect", s.file, "--account", ""])
+        #expect(single.status == 77)
+        #expect(single.err.hasPrefix("mamfs: protect: \(s.file): denied by policy (allowUserDecrypt=false)"))
+        #expect(try s.sandbox.read(s.file) == before)
+        #expect(try info(s, s.file)["owner"] as? String == Fixtures.account)
+        #expect(try info(s, s.sandbox.path("work"))["owner"] as? String == Fixtures.account)
+        #expect(try info(s, s.sandbox.path("work/sub/notes.txt"))["owner"] as? String == Fixtures.account)
+        let denied = try s.records().filter { $0["decision"] as? String == "denied" }
+        #expect(denied.allSatisfy { $0["action"] as? String == "declassify" && $0["rule"] as? String == "allowUserDecrypt=false" })
+        #expect(denied.reduce(0) { $0 + (($1["count"] as? NSNumber)?.intValue ?? 0) } == 2 * 3 + 1, "tree, report, notes twice; the file once")
+        // Protecting for the owner itself is no declassification.
+        #expect(try s.run(["protect", s.sandbox.path("work"), "-R", "--account", Fixtures.account]).status == 0)
+    }
+
+    @Test("protect at protectionLevel audit declassifies and records every work object as audited")
+    func protectDeclassifyAudited() throws {
+        let s = try AuditSandbox(level: "audit")
+        let result = try s.run(["protect", s.file, "--account", ""])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(try info(s, s.file)["owner"] as? String == "")
+        let records = try s.records(action: "declassify")
+        #expect(records.map { $0["decision"] as? String } == ["audited"])
+    }
+
+    @Test("the administrative actions are recorded as allowed: enroll, protect, declassify, decrypt, policy set, wipe, unenroll")
+    func administrativeActions() throws {
+        let s = try AuditSandbox(level: "block", allowUserDecrypt: true)
+        let copy = s.sandbox.path("copy.txt")
+        #expect(try s.run(["decrypt", s.file, "-o", copy]).status == 0)
+        #expect(try s.run(["protect", s.file, "--account", ""]).status == 0)
+        let policy = try s.sandbox.write("policy2.json", #"{"fileEncryptionRequired": false}"#)
+        #expect(try s.run(["policy", "set", Fixtures.upn, policy]).status == 0)
+        #expect(try s.run(["wipe", Fixtures.upn, "--root", s.sandbox.path("work")]).status == 0)
+        #expect(try s.run(["unenroll", Fixtures.account]).status == 0)
+        let records = try s.records()
+        #expect(records.map { $0["action"] as? String } == ["enroll", "protect", "decrypt", "declassify", "policy set", "wipe", "unenroll"])
+        #expect(records.allSatisfy { $0["decision"] as? String == "allowed" })
+        #expect(records.first?["path"] as? String == Fixtures.account)
+        #expect(records.allSatisfy { ($0["executable"] as? String)?.hasSuffix("/mamfs") == true })
+        #expect(records.allSatisfy { ($0["uid"] as? NSNumber)?.uint32Value == getuid() })
+        #expect(try s.run(["audit", "verify"]).out == "audit log verified: 7 records\n")
+    }
+
+    @Test("audit verify: 0 and the count when intact; 65 naming the seq of an edited, a removed and a truncated record")
+    func verify() throws {
+        let s = try AuditSandbox(level: "block")
+        for _ in 0..<3 { _ = try s.run(["decrypt", s.file, "-o", s.sandbox.path("copy")]) }
+        let ok = try s.run(["audit", "verify"])
+        #expect(ok.status == 0)
+        #expect(ok.out == "audit log verified: 5 records\n")
+        let original = try s.logLines()
+
+        var edited = original
+        edited[2] = edited[2].replacingOccurrences(of: "\"denied\"", with: "\"allowed\"")
+        try s.writeLog(edited)
+        let editedRun = try s.run(["audit", "verify"])
+        #expect(editedRun.status == 65)
+        #expect(editedRun.errLines == ["mamfs: audit verify: \(s.logPath): first bad record: seq 3: record 3 was edited (its hash does not match)"])
+
+        var removed = original
+        removed.remove(at: 1)
+        try s.writeLog(removed)
+        let removedRun = try s.run(["audit", "verify"])
+        #expect(removedRun.status == 65)
+        #expect(removedRun.err.contains("seq 2: record 2 is missing"))
+
+        try s.writeLog(Array(original.prefix(4)))
+        let truncated = try s.run(["audit", "verify"])
+        #expect(truncated.status == 65)
+        #expect(truncated.err.contains("seq 5: record 5 is missing from the end"))
+
+        try s.writeLog(original)
+        #expect(try s.run(["audit", "verify"]).status == 0)
+        try FileManager.default.removeItem(atPath: s.logPath)
+        let deleted = try s.run(["audit", "verify"])
+        #expect(deleted.status == 65)
+        #expect(deleted.err.contains("seq 1: audit.log is missing"))
+    }
+
+    @Test("audit --json prints every field of every record; the text form has a header and one line each")
+    func jsonAndText() throws {
+        let s = try AuditSandbox(level: "block")
+        _ = try s.run(["decrypt", s.file])
+        let records = try s.records()
+        #expect(records.count == 3)
+        let keys: Set<String> = ["seq", "time", "uid", "pid", "executable", "action", "path", "owner", "decision", "rule", "count", "hash"]
+        #expect(records.allSatisfy { Set($0.keys) == keys })
+        #expect(records.map { ($0["seq"] as? NSNumber)?.intValue } == [1, 2, 3])
+        #expect(records.allSatisfy { ($0["hash"] as? String)?.count == 64 })
+        let text = try s.run(["audit"])
+        #expect(text.status == 0)
+        let lines = text.out.split(separator: "\n")
+        #expect(lines.count == 4)
+        #expect(lines.first?.hasPrefix("SEQ  TIME") == true)
+        #expect(lines.last?.contains("denied") == true && lines.last?.contains("allowUserDecrypt=false") == true)
+    }
+
+    @Test("audit --since (ISO 8601 or relative) and --account filter the records")
+    func filters() throws {
+        let s = try AuditSandbox(level: "block")
+        let personal = try s.sandbox.write("mine.txt", "mine\n")
+        #expect(try s.run(["protect", personal, "--account", ""]).status == 0)
+        _ = try s.run(["decrypt", s.file])
+        let all = try s.records()
+        #expect(all.count == 4)
+        #expect(try s.records(["--since", "1d"]).count == 4)
+        #expect(try s.records(["--since", "2999-01-01T00:00:00Z"]).isEmpty)
+        let third = try #require(all[2]["time"] as? String)
+        let fromThird = try s.records(["--since", third])
+        #expect(fromThird.count >= 2 && fromThird.allSatisfy { ($0["time"] as? String ?? "") >= third })
+        #expect(try s.records(["--since", "2000-01-01"]).count == 4)
+        #expect(try s.records(["--account", Fixtures.upn.uppercased()]).map { $0["action"] as? String } == ["enroll", "protect", "decrypt"],
+                "the work tree, its protect and the denied decrypt are the account's")
+        #expect(try s.records(["--account", ""]).map { $0["path"] as? String } == [personal])
+        #expect(try s.records(["--account", Fixtures.otherAccount]).isEmpty)
+        #expect(try s.run(["audit", "--account", "nobody@contoso.com"]).status == 77)
+        let bad = try s.run(["audit", "--since", "yesterday"])
+        #expect(bad.status == 64)
+        #expect(bad.err.contains("--since"))
+    }
+
+    @Test("two processes appending at once keep one valid chain")
+    func concurrentProcesses() throws {
+        let s = try AuditSandbox(level: "block", allowUserDecrypt: true)
+        let policy = try s.sandbox.write("policy2.json", #"{"fileEncryptionRequired": true}"#)
+        let script = "for i in $(seq 1 15); do \"$1\" policy set \(Fixtures.account) \"$2\" --state \"$3\" >/dev/null || exit 1; done"
+        let group = DispatchGroup()
+        let lock = NSLock()
+        nonisolated(unsafe) var statuses: [Int32] = []
+        let environment = s.sandbox.environment
+        let state = s.sandbox.state
+        for _ in 0..<2 {
+            group.enter()
+            DispatchQueue.global().async {
+                let status = (try? runProcess("/bin/sh", ["-c", script, "sh", MamfsBinary.path, policy, state],
+                                              environment: environment).status) ?? -1
+                lock.lock(); statuses.append(status); lock.unlock()
+                group.leave()
+            }
+        }
+        group.wait()
+        #expect(statuses == [0, 0])
+        #expect(try s.records(action: "policy set").count == 30)
+        let verify = try s.run(["audit", "verify"])
+        #expect(verify.status == 0, "\(verify.err)")
+        #expect(verify.out == "audit log verified: 32 records\n")
+    }
+
+    @Test("a provider import the receive check refuses is recorded as denied by receiveData")
+    func providerImportRefusal() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let remote = sandbox.path("remote")
+        let local = sandbox.path("local")
+        try sandbox.write("remote/a.txt", "alpha\n")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        #expect(try sandbox.run(["provider", "sync", local, "--remote", remote, "--account", Fixtures.upn]).status == 0)
+        let source = try sandbox.write("outside/personal.txt", "my own notes\n")
+        #expect(try sandbox.run(["provider", "import", source, "--to", local]).status == 77)
+        let records = try jsonArray(try sandbox.run(["audit", "--json"])).filter { $0["action"] as? String == "provider import" }
+        #expect(records.count == 1)
+        #expect(records.first?["decision"] as? String == "denied")
+        #expect(records.first?["rule"] as? String == "receiveData")
+        #expect(records.first?["path"] as? String == source)
+        #expect(records.first?["owner"] as? String == "")
+    }
+}
