@@ -43,11 +43,17 @@ struct EnforcementMountTests {
         usleep(300_000)
     }
 
-    /// The audit records of the fixture's state (after the mount stopped: bursts flushed).
+    /// The audit records of the mount's requests in the fixture's state (read after the
+    /// mount stopped: bursts flushed), without the CLI's administrative ones (enroll, policy set).
     static func records(_ m: MountedFixture) throws -> [AuditRecord] {
-        let context = try ProtectionContext.open(stateDirectory: StateDirectory(path: m.state), passphraseFile: nil)
-        guard FileManager.default.fileExists(atPath: m.state + "/" + AuditLog.fileName) else { return [] }
-        return try context.auditLog.records()
+        try records(state: m.state)
+    }
+
+    static func records(state: String) throws -> [AuditRecord] {
+        let context = try ProtectionContext.open(stateDirectory: StateDirectory(path: state), passphraseFile: nil)
+        guard FileManager.default.fileExists(atPath: state + "/" + AuditLog.fileName) else { return [] }
+        let mountActions: Set<String> = ["open-read", "open-write", "create", "save", "declassify", "metadata"]
+        return try context.auditLog.records().filter { mountActions.contains($0.action) }
     }
 
     static func mountPath(_ m: MountedFixture, _ relative: String) -> String {
@@ -220,8 +226,7 @@ struct EnforcementLocationTests {
         #expect(r.out == "cp=1\n" && r.err.contains("Permission denied"), "\(r.out) \(r.err)")
         #expect(!FileManager.default.fileExists(atPath: p.backing + "/new.txt"))
         p.close()
-        let context = try ProtectionContext.open(stateDirectory: StateDirectory(path: p.state), passphraseFile: nil)
-        let records = try context.auditLog.records()
+        let records = try EnforcementMountTests.records(state: p.state)
         #expect(records.count == 1 && records.first?.rule == "saveToLocations" && records.first?.action == "save",
                 "\(records.map { "\($0.action) \($0.rule) \($0.path)" })")
     }
