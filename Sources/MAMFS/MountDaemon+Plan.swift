@@ -18,6 +18,8 @@ extension MountDaemon {
     ///   overlapping remote), `.unknownAccount`, `.keyUnavailable` (a wiped account).
     static func prepare(_ options: inout MountOptions, context: ProtectionContext) throws -> Plan {
         let (root, mountpoint) = try checkedDirectories(options)
+        // Resolved once: the locations of files are found from their path in the mount.
+        options.mountpoint = mountpoint
         var fuse = try applyMountOptions(&options)
         if options.provider != nil { options.remote = try checkedRemote(options.remote, root: root, mountpoint: mountpoint) }
         options.account = try mountAccount(options.account, context: context)

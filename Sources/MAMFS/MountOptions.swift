@@ -1,4 +1,5 @@
 import MAMFileProvider
+import MAMProtection
 
 /// What `mamfs mount` was asked for.
 ///
@@ -63,6 +64,11 @@ public struct MountOptions: Sendable, Equatable {
     /// `--sync-interval SECONDS`: how often a replicated mount runs a sync pass (it also runs
     /// one after a file written through the mount is closed). Default 5 s.
     public var syncInterval: Double = 5
+    /// `--location NAME`: the storage location a file-provider mount is as a whole (a save or
+    /// open location name of the policy keys, e.g. OneDriveForBusiness); `.other` when not
+    /// given. Ignored by a plain mount, whose files are where the policy's `locations`
+    /// prefixes put their path in the mount (mountpoint + relative path).
+    public var location: StorageLocation = .other
 
     public init(backingDirectory: String, mountpoint: String, account: String = "", foreground: Bool = false,
                 fuseOptions: [String] = [], attributeTimeout: Double = 1, entryTimeout: Double = 1,

@@ -9,17 +9,19 @@ enum MountVerbs {
         "mount",
         usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]",
                 "mamfs mount BACKING MOUNTPOINT --remote DIR --provider non-replicated|replicated",
-                "            [--sync-interval SECONDS] [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]"],
+                "            [--sync-interval SECONDS] [--location NAME] [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]"],
         summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. Returns once the mount answers unless -f.",
         options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged);",
                   "                        with --provider, the domain's account",
                   "--remote DIR            the remote directory of a file-provider mount (needs --provider)",
                   "--provider KIND         non-replicated or replicated (needs --remote)",
                   "--sync-interval SECONDS seconds between sync passes of a replicated mount (default 5)",
+                  "--location NAME         the storage location the provider mount is for the policy's",
+                  "                        saveToLocations/openFromLocations (default Other)",
                   "-f                      stay in the foreground until unmounted (SIGINT/SIGTERM unmount)",
                   "-o OPTIONS              FUSE options, comma-separated (allow_other, ro, default_permissions,",
                   "                        attr_timeout=S, entry_timeout=S, ...); repeatable"],
-        spec: ArgumentSpec(flags: ["-f"], options: ["--account", "--remote", "--provider", "--sync-interval"],
+        spec: ArgumentSpec(flags: ["-f"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location"],
                            repeatable: ["-o"], positionals: 2...2),
         run: runMount)
 
@@ -45,6 +47,7 @@ enum MountVerbs {
             options.remote = MountTable.resolvedPath(provider.remote)
             options.provider = provider.kind
             options.syncInterval = provider.syncInterval
+            options.location = provider.location
         }
         do {
             return try MountDaemon.run(options: options, context: context)
@@ -55,17 +58,30 @@ enum MountVerbs {
         }
     }
 
-    /// `--remote DIR --provider KIND [--sync-interval SECONDS]`, checked: both or neither of
-    /// `--remote` and `--provider`, a known kind, a positive interval for a replicated mount only.
+    /// `--remote DIR --provider KIND [--sync-interval SECONDS] [--location NAME]`, checked: both
+    /// or neither of `--remote` and `--provider`, a known kind, a positive interval for a
+    /// replicated mount only, a known location name (save or open location; default Other).
     /// - Returns: nil for a plain overlay.
     /// - Throws: `UsageError`.
-    static func providerOptions(_ arguments: ParsedArguments) throws -> (remote: String, kind: ProviderKind, syncInterval: Double)? {
+    static func providerOptions(_ arguments: ParsedArguments) throws
+        -> (remote: String, kind: ProviderKind, syncInterval: Double, location: StorageLocation)? {
         let remote = arguments.value("--remote")
         let kindName = arguments.value("--provider")
         let interval = arguments.value("--sync-interval")
+        let locationName = arguments.value("--location")
         guard remote != nil || kindName != nil else {
             if interval != nil { throw UsageError("--sync-interval needs --remote DIR --provider replicated") }
+            if locationName != nil {
+                throw UsageError("--location is for --provider mounts (a plain mount's locations come from the policy's 'locations')")
+            }
             return nil
+        }
+        var location = StorageLocation.other
+        if let locationName {
+            guard let named = StorageLocation(named: locationName) else {
+                throw UsageError("unknown location '\(InputQuote.short(locationName))' (expected a save or open location name, e.g. OneDriveForBusiness, SharePoint, Other)")
+            }
+            location = named
         }
         guard let remote, !remote.isEmpty else { throw UsageError("--provider needs --remote DIR") }
         guard let kindName else { throw UsageError("--remote needs --provider non-replicated|replicated") }
@@ -80,7 +96,7 @@ enum MountVerbs {
             }
             seconds = value
         }
-        return (remote, kind, seconds)
+        return (remote, kind, seconds, location)
     }
 
     static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {

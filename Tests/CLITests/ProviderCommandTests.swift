@@ -78,7 +78,8 @@ struct ProviderCommandTests {
         #expect(group.status == 0)
         for verb in Self.verbs { #expect(group.out.contains("mamfs \(verb)")) }
         let mount = try sandbox.run(["mount", "--help"], withState: false)
-        #expect(mount.out.contains("--remote DIR") && mount.out.contains("--provider") && mount.out.contains("--sync-interval"))
+        #expect(mount.out.contains("--remote DIR") && mount.out.contains("--provider") && mount.out.contains("--sync-interval")
+                && mount.out.contains("--location NAME"))
     }
 
     @Test("usage errors exit 64 with one error line and a hint", arguments: [
@@ -106,6 +107,9 @@ struct ProviderCommandTests {
         ["mount", "b", "m", "--remote", "r", "--provider", "replicated", "--sync-interval", "soon"],
         ["mount", "b", "m", "--remote", "r", "--provider", "non-replicated", "--sync-interval", "5"],
         ["mount", "b", "m", "--sync-interval", "5"],
+        ["mount", "b", "m", "--remote", "r", "--provider", "replicated", "--location", "Nowhere"],
+        ["mount", "b", "m", "--remote", "r", "--provider", "non-replicated", "--location", ""],
+        ["mount", "b", "m", "--location", "Other"],
     ])
     func usageErrors(arguments: [String]) throws {
         let result = try Sandbox().run(arguments)

@@ -32,7 +32,9 @@ final class ProviderMount: @unchecked Sendable {
     ///   - kind: "non-replicated" or "replicated".
     ///   - encrypt: the account's `fileProviderEncryptFiles`.
     ///   - receiveData: the account's `receiveData`.
-    init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1) throws {
+    ///   - location: the mount's `--location` (nil: not given).
+    init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1,
+         location: String? = nil) throws {
         self.kind = kind
         base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
@@ -54,6 +56,7 @@ final class ProviderMount: @unchecked Sendable {
         var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
                          "-o", "attr_timeout=0,entry_timeout=0,log=" + log]
         if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
+        if let location { arguments += ["--location", location] }
         try mamfs(arguments)
         mounted = true
     }

@@ -23,6 +23,9 @@ final class Inode: @unchecked Sendable {
         /// Set when the last link went away while no handle was open: the close in deinit
         /// frees the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
         var evictionMark: (pending: PendingEvictions, directory: BackingKey)?
+        /// Backing objects mamfs replaced with an encrypted copy of themselves: handles still
+        /// open on one of them move to the entry's current file (`OpenFile.follow`).
+        var encryptedReplacements: Set<BackingKey> = []
     }
     private let state: Mutex<State>
     /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
@@ -79,6 +82,17 @@ final class Inode: @unchecked Sendable {
         state.withLock { $0.key = key }
         descriptors.replace(self, with: fd)
         invalidateCachedHeader()
+    }
+
+    /// Records that the entry's backing object `key` is being replaced by an encrypted copy
+    /// of itself, so its open handles follow the entry to the copy.
+    func markReplacedByEncryptedCopy(_ key: BackingKey) {
+        state.withLock { _ = $0.encryptedReplacements.insert(key) }
+    }
+
+    /// Whether handles open on `key` follow the entry (see `markReplacedByEncryptedCopy`).
+    func isReplacedByEncryptedCopy(_ key: BackingKey) -> Bool {
+        state.withLock { $0.encryptedReplacements.contains(key) }
     }
 
     /// Drops the cached header and key (the backing file was rewritten in place).

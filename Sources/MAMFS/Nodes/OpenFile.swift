@@ -6,26 +6,59 @@ import Synchronization
 /// An open regular file: the backing descriptor (O_RDWR whenever the caller may write, so
 /// blocks can be read back and merged) and whether the caller asked for O_APPEND (mamfs
 /// appends at the plaintext end itself; the backing descriptor never has O_APPEND).
+///
+/// The descriptor normally stays the one opened. When mamfs itself replaced the entry's file
+/// to encrypt it (a plain-tagged file whose owner now requires encryption), the handle moves
+/// to the replacement (`follow`); the old descriptor is kept open until the handle goes, so a
+/// request that read `fd` just before still has a valid descriptor.
 final class OpenFile: KernelHandle, @unchecked Sendable {
     let inode: Inode
-    let fd: Int32
     let append: Bool
     let writable: Bool
-    /// The backing object the descriptor was opened on.
-    let backingKey: BackingKey
+    /// The descriptor opened and the backing object it is open on.
+    private let openedFD: Int32
+    private let openedKey: BackingKey
+    /// Set once the handle followed a replacement (reads of `fd` stay lock-free until then).
+    private let moved = Atomic<Bool>(false)
+    /// The descriptor followed to, its backing object, and the descriptors given up.
+    private let replacement = Mutex<(fd: Int32, key: BackingKey, retired: [Int32])?>(nil)
     /// The header and key read from `fd` itself, once it was needed (see `detachedContent`).
     private let detached = Mutex<(ProtectedFileHeader?, SymmetricKey?)?>(nil)
 
     init(inode: Inode, fd: Int32, append: Bool, writable: Bool) {
         self.inode = inode
-        self.fd = fd
         self.append = append
         self.writable = writable
-        self.backingKey = inode.key
+        self.openedFD = fd
+        self.openedKey = inode.key
+    }
+
+    /// The backing descriptor.
+    var fd: Int32 {
+        guard moved.load(ordering: .acquiring) else { return openedFD }
+        return replacement.withLock { $0?.fd ?? openedFD }
+    }
+
+    /// The backing object the descriptor is open on.
+    var backingKey: BackingKey {
+        guard moved.load(ordering: .acquiring) else { return openedKey }
+        return replacement.withLock { $0?.key ?? openedKey }
+    }
+
+    /// Moves the handle to `fd` (open on `key`, with this handle's access mode); the
+    /// descriptors it used before are closed when the handle goes.
+    func follow(fd: Int32, key: BackingKey) {
+        replacement.withLock { current in
+            var retired = current?.retired ?? []
+            if let current { retired.append(current.fd) }
+            current = (fd, key, retired)
+        }
+        moved.store(true, ordering: .releasing)
     }
 
     /// The plaintext view from this descriptor's own header (its entry now names another file).
     func detachedContent(_ keyFor: (ProtectedFileHeader) throws -> SymmetricKey?) throws -> ProtectedFileContent {
+        let fd = self.fd
         let (header, key) = try detached.withLock { detached throws -> (ProtectedFileHeader?, SymmetricKey?) in
             if let detached { return detached }
             let header = try ProtectedFileHeader.read(fd: fd)
@@ -36,5 +69,11 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
         return try ProtectedFileContent(fd: fd, header: header, fileKey: key)
     }
 
-    deinit { SystemCall.close(fd) }
+    deinit {
+        SystemCall.close(openedFD)
+        if let replacement = replacement.withLock({ $0 }) {
+            SystemCall.close(replacement.fd)
+            for fd in replacement.retired { SystemCall.close(fd) }
+        }
+    }
 }

@@ -1,7 +1,9 @@
 import Glibc
+import MAMProtection
+import Synchronization
 
 /// What a request does to the object it names, as the admission decision sees it.
-enum Operation: Sendable {
+enum Operation {
     case lookup
     case checkAccess
     case readAttributes
@@ -22,7 +24,21 @@ enum Operation: Sendable {
     case listDirectory
     case readXattr
     case changeXattr
-    case changeOwner
+    /// Writing `user.mam.owner` with the value `to` (the object is the file or directory).
+    case changeOwner(to: String)
+    /// A regular file `name` is to be created in the directory (create, mknod of a file).
+    case createFile(name: UnsafePointer<CChar>)
+    /// The entry `name` of the directory is to be renamed to `newName` in `into`.
+    case moveEntry(name: UnsafePointer<CChar>, into: Inode, newName: UnsafePointer<CChar>)
+    /// The object is to get the new link `name` in `into`.
+    case linkInto(Inode, name: UnsafePointer<CChar>)
+}
+
+/// What admission hands back to the request: for a create or an O_TRUNC open, the owner the
+/// new content gets (nil: the owner mamfs gives without caller-aware rules).
+struct Admission {
+    var newOwner: String?
+    static let unchanged = Admission(newOwner: nil)
 }
 
 /// Admission: the one place a request's operation on an object is allowed or refused.
@@ -31,11 +47,28 @@ extension OverlayFilesystem {
     /// object passes here (through `node(_:for:by:)`, or directly for requests on an open
     /// handle), so a caller-aware policy is decided in this function and nowhere else.
     ///
-    /// Today everything is admitted: the kernel's own permission checks (default_permissions,
-    /// the backing objects' modes) and the owner-change checks of +OwnerChange stand.
-    /// - Throws: nothing yet; a refusal will be `FilesystemError` (EACCES/EPERM).
-    @inline(__always)
-    func admit(_ operation: Operation, on inode: Inode, by caller: Caller) throws {}
+    /// While no managed account's policy has a `protectionLevel` other than off
+    /// (`isEnforcing`), everything is admitted without reading anything (the kernel's own
+    /// permission checks and the owner-change checks of +OwnerChange stand). Otherwise opens,
+    /// creates, renames, links and owner changes are decided by `AccessRules` for the caller's
+    /// executable (+Enforcement); reads, writes and metadata requests on what was admitted
+    /// are not decided again.
+    /// - Returns: the owner of new content for `.createFile` and O_TRUNC opens.
+    /// - Throws: `FilesystemError` EACCES for a denial, EPERM for a denied declassify.
+    @inline(__always) @discardableResult
+    func admit(_ operation: Operation, on inode: Inode, by caller: Caller) throws -> Admission {
+        switch operation {
+        case .open, .createFile, .moveEntry, .linkInto, .changeOwner:
+            guard isEnforcing else { return .unchanged }
+            return try decideAccess(operation, on: inode, by: caller)
+        default:
+            return .unchanged
+        }
+    }
+
+    /// Whether any managed account's policy enables caller-aware rules (level block or
+    /// audit); updated when the state changes (`refresh`).
+    var isEnforcing: Bool { enforcing.load(ordering: .relaxed) }
 
     /// The entry of `nodeid`, admitted for `operation` by `caller`.
     /// - Throws: `FilesystemError` ESTALE when the kernel names a node the table no longer has.

@@ -71,6 +71,7 @@ extension OverlayFilesystem {
                 let inode = try node(nodeid, for: .link, by: caller)
                 let dir = try node(newParent, for: .makeEntry, by: caller)
                 try checkVisibleName(dir, newName)
+                try admit(.linkInto(dir, name: newName), on: inode, by: caller)
                 let source = ProcessDescriptorPath.path(of: try inode.descriptor())
                 let dirFD = try dir.descriptor()
                 guard linkat(AT_FDCWD, source, dirFD, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
@@ -124,6 +125,8 @@ extension OverlayFilesystem {
             let exchange = flags & SystemConstants.renameExchange != 0
             try checkVisibleName(from, name, missing: true)
             try checkVisibleName(to, newName)
+            try admit(.moveEntry(name: name, into: to, newName: newName), on: from, by: caller)
+            if exchange { try admit(.moveEntry(name: newName, into: from, newName: name), on: to, by: caller) }
             let move = RenameRequest(from: from, name: name, to: to, newName: newName, exchange: exchange)
             try hooks.renaming(move, fs: self) {
                 let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)

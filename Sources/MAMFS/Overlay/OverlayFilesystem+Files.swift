@@ -10,7 +10,11 @@ extension OverlayFilesystem {
     /// the nearest tagged directory, else the mount's account); returns the read-write
     /// descriptor with the header and file key it was written with, and what removes the file
     /// again when the request fails later.
+    ///
+    /// The owner is decided first (`admit(.createFile)`: by the writer's identity while
+    /// caller-aware rules are on); a denied create makes nothing.
     func createTagged(_ caller: Caller, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws -> NewFile {
+        let decidedOwner = try admit(.createFile(name: name), on: dir, by: caller).newOwner
         let dirFD = try dir.descriptor()
         let file: FileDescriptor
         do {
@@ -22,8 +26,8 @@ extension OverlayFilesystem {
         do {
             guard let made else { throw FilesystemError.current() }
             chownToCaller(caller, dirFD: dirFD, name: name)
-            let owner = try inheritedOwner(of: dir)
-            let (header, key) = try context.newFileHeader(owner: owner)
+            let owner = try decidedOwner ?? inheritedOwner(of: dir)
+            let (header, key) = try newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.
             if let header { try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key).writeHeaderIfMissing(reserve: false) }
             return NewFile(file: file, header: header, key: key, made: made)
@@ -45,7 +49,7 @@ extension OverlayFilesystem {
         do {
             created = try createTagged(caller, dir: dir, name: name, mode: mode)
         } catch let error as FilesystemError where error.code == EEXIST && flags & O_EXCL == 0 {
-            return try openExisting(dir, name, flags: flags)
+            return try openExisting(dir, name, flags: flags, caller: caller)
         }
         let made = created.made
         var registered: Inode?
@@ -60,11 +64,12 @@ extension OverlayFilesystem {
     }
 
     /// create's fallback: the existing `name` looked up and opened.
-    private func openExisting(_ dir: Inode, _ name: UnsafePointer<CChar>, flags: Int32) throws -> CreatedFile {
+    private func openExisting(_ dir: Inode, _ name: UnsafePointer<CChar>, flags: Int32, caller: Caller) throws -> CreatedFile {
         let (inode, _) = try lookupEntry(parent: dir, name: name)
         do {
+            let admission = try admit(.open(flags: flags), on: inode, by: caller)
             try hooks.materializeIfPlaceholder(inode, in: self)
-            let handle = try openHandle(inode, flags: flags)
+            let handle = try openHandle(inode, flags: flags, newOwner: admission.newOwner)
             return CreatedFile(entry: try entryOfOpen(handle), handle: handle, made: nil)
         } catch {
             table.forget(inode.nodeid, count: 1)
@@ -113,9 +118,10 @@ extension OverlayFilesystem {
     ///   tampered header, the backing open's errno.
     func open(_ nodeid: UInt64, flags: Int32, caller: Caller) throws -> OpenFile {
         refresh(force: true)
-        let inode = try node(nodeid, for: .open(flags: flags), by: caller)
+        guard let inode = table.inode(nodeid) else { throw FilesystemError(code: ESTALE) }
+        let admission = try admit(.open(flags: flags), on: inode, by: caller)
         try hooks.materializeIfPlaceholder(inode, in: self)
-        return try openHandle(inode, flags: flags)
+        return try openHandle(inode, flags: flags, newOwner: admission.newOwner)
     }
 
     /// The kernel did not take an open reply: the handle's open count goes again (the caller
@@ -133,7 +139,10 @@ extension OverlayFilesystem {
         !options.pageCache && flags & O_ACCMODE == O_RDONLY
     }
 
-    func openHandle(_ inode: Inode, flags: Int32) throws -> OpenFile {
+    /// Opens a handle on `inode`; with O_TRUNC the content starts again, owned by `newOwner`
+    /// when admission decided one (else a tagged file keeps its owner, an untagged one gets
+    /// the inherited owner).
+    func openHandle(_ inode: Inode, flags: Int32, newOwner: String? = nil) throws -> OpenFile {
         guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
         let writable = flags & O_ACCMODE != O_RDONLY
         // Linux truncates on O_RDONLY|O_TRUNC too (the kernel has checked write permission).
@@ -154,9 +163,13 @@ extension OverlayFilesystem {
                 }
                 var key = try fileKey(inode, header: header)
                 if truncating {
-                    if header == nil {
-                        let owner = try inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
-                        let (newHeader, newKey) = try context.newFileHeader(owner: owner)
+                    // A plain-tagged file whose owner now requires encryption starts again encrypted.
+                    let encrypting = header.map { !$0.isEncrypted && !$0.owner.isEmpty
+                        && context.policyEvaluator.isFileEncryptionRequired(accountId: $0.owner) } ?? false
+                    let reowning = newOwner.map { $0 != header?.owner } ?? false
+                    if header == nil || encrypting || reowning {
+                        let owner = try newOwner ?? header?.owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
+                        let (newHeader, newKey) = try newFileHeader(owner: owner)
                         guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
                         if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }
                         header = newHeader
@@ -179,6 +192,7 @@ extension OverlayFilesystem {
     func read<R>(_ handle: OpenFile, size: Int, offset: Int, caller: Caller,
                  deliver: (UnsafeRawBufferPointer) -> R) throws -> R {
         try admit(.read, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
         return try buffers.withBuffer(size) { buffer in
             let count = try handle.inode.contentLock.reading {
                 try content(handle).read(into: buffer, at: Int64(offset))
@@ -191,6 +205,8 @@ extension OverlayFilesystem {
     /// (unless it is a page-cache writeback, `writepage`); returns the bytes written.
     func write(_ handle: OpenFile, _ data: UnsafeRawBufferPointer, offset: Int, writepage: Bool, caller: Caller) throws -> Int {
         try admit(.write, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
+        try encryptIfRequired(before: handle)
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
             let content = try content(handle)
@@ -204,6 +220,7 @@ extension OverlayFilesystem {
     /// mount uploads it before this returns).
     func fsync(_ handle: OpenFile, datasync: Bool, caller: Caller) throws {
         try admit(.sync, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
         let rc = datasync ? fdatasync(handle.fd) : SwiftGlibc.fsync(handle.fd)
         guard rc == 0 else { throw FilesystemError.current() }
         if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: true) }
@@ -221,6 +238,8 @@ extension OverlayFilesystem {
     func fallocate(_ handle: OpenFile, mode: Int32, offset: Int, length: Int, caller: Caller) throws {
         guard mode == 0 else { throw FilesystemError(code: EOPNOTSUPP) }
         try admit(.write, on: handle.inode, by: caller)
+        try requireOwnerNotWiped(handle)
+        try encryptIfRequired(before: handle)
         try handle.inode.contentLock.writing {
             try content(handle).allocate(offset: Int64(offset), length: Int64(length))
         }

@@ -16,6 +16,13 @@ extension OverlayFilesystem {
         return Set(accounts.filter { $0.wipedAt != nil }.map(\.accountId))
     }
 
+    /// Whether a managed account's policy has a `protectionLevel` other than off.
+    static func anyPolicyEnforces(_ context: ProtectionContext) -> Bool {
+        guard let accounts = try? context.state.allAccounts() else { return false }
+        let evaluator = context.policyEvaluator
+        return accounts.contains { evaluator.policy(forAccountId: $0.accountId).map { $0.protectionLevel != .off } ?? false }
+    }
+
     /// Picks up CLI changes (wipe, policy set, protect on backing paths). `force` for requests
     /// that open or create; otherwise at most every 200 ms.
     func refresh(force: Bool) {
@@ -33,6 +40,7 @@ extension OverlayFilesystem {
             state.generation += 1
             state.wipedOwners = wiped
         }
+        enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
         repointReplacedEntries()
     }
 
@@ -43,6 +51,29 @@ extension OverlayFilesystem {
     }
 
     var hasWipedOwners: Bool { refreshState.withLock { !$0.wipedOwners.isEmpty } }
+
+    /// Before a read, write, fsync or fallocate on an open handle: EACCES once the owner of
+    /// its file was wiped, although the handle was opened before (its file key may still be
+    /// cached in the entry). The wipe is noticed within 200 ms (`refresh`).
+    /// - Throws: `FilesystemError(EACCES)`; the header's errors when it must be read.
+    func requireOwnerNotWiped(_ handle: OpenFile) throws {
+        // Untagged and unmanaged files (known from the entry's header) have no owner to wipe.
+        if handle.backingKey == handle.inode.key, case .known(let header, _, _, _) = handle.inode.contentState,
+           header?.owner.isEmpty ?? true { return }
+        refresh(force: false)
+        guard hasWipedOwners else { return }
+        let header = try handle.inode.contentLock.reading { try content(handle).header }
+        if isHidden(header) { throw FilesystemError(code: EACCES) }
+    }
+
+    /// The header and file key for a new file (create, O_TRUNC of an untagged file) of
+    /// `owner`: `ProtectionContext.newFileHeader`, refused for an owner that was wiped, whose
+    /// files would otherwise be stored plain with its tag.
+    /// - Throws: `FilesystemError(EACCES)` for a wiped owner; `.keyUnavailable`.
+    func newFileHeader(owner: String) throws -> (ProtectedFileHeader?, SymmetricKey?) {
+        if hasWipedOwners && context.isWiped(owner: owner) { throw FilesystemError(code: EACCES) }
+        return try context.newFileHeader(owner: owner)
+    }
 
     /// Entries whose backing file was replaced under its name (protect rewrites through a temp
     /// file and rename) are pointed at the new file, so the kernel's node keeps working.

@@ -86,8 +86,9 @@ extension OverlayFilesystem {
         if isNamed(name, OverlayFilesystem.ownerAttribute) {
             var bytes = Array(value)
             while bytes.last == 0 { bytes.removeLast() }
-            try admit(.changeOwner, on: inode, by: caller)
-            try protect(inode, owner: String(decoding: bytes, as: UTF8.self), caller: caller.credentials)
+            let owner = String(decoding: bytes, as: UTF8.self)
+            try admit(.changeOwner(to: owner), on: inode, by: caller)
+            try protect(inode, owner: owner, caller: caller.credentials)
             return
         }
         try ExtendedAttributes(path: inode.procPath).set(cName: name, value, flags: flags)

@@ -35,6 +35,12 @@ final class OverlayFilesystem: @unchecked Sendable {
         var wipedOwners: Set<String> = []
     }
     let refreshState = Mutex(RefreshState())
+    /// Whether any managed account's policy enables caller-aware rules (see `isEnforcing`).
+    let enforcing = Atomic<Bool>(false)
+    /// The executables of the processes that send requests (read only while enforcing).
+    let callers = CallerProcesses()
+    /// Set once a decision went to the audit log (flushed when the mount stops).
+    let recordedAccess = Atomic<Bool>(false)
     let daemonUID = geteuid()
 
     /// Entries per readdirplus reply whose headers are prefetched ahead (a 4 KiB reply holds
@@ -72,6 +78,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         _ = context.refreshIfChanged()
         let wiped = OverlayFilesystem.loadWipedOwners(context)
         refreshState.withLock { $0.wipedOwners = wiped }
+        enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
         hooks.initialPass(afterPass: { [weak self] in self?.repointReplacedEntries() })
     }
 
@@ -80,8 +87,12 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Starts the mount kind's background work (once the mount is up).
     func start() { hooks.start() }
 
-    /// Stops it and finishes queued remote work (before unmount returns).
-    func stop() { hooks.stop() }
+    /// Stops it and finishes queued remote work (before unmount returns); writes the audit
+    /// records still counted in a burst.
+    func stop() {
+        hooks.stop()
+        if recordedAccess.load(ordering: .relaxed) { context.auditLog.flush() }
+    }
 
     /// One diagnostic line (stderr, or the mount's -o log=FILE).
     func log(_ message: String) { OverlayFilesystem.writeLog(message) }

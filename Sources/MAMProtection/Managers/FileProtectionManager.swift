@@ -101,6 +101,22 @@ public struct FileProtectionManager: Sendable {
         try protect(path: path, accountId: owner)
     }
 
+    /// Encrypts the plain-tagged file at `path` for the owner it already names when that
+    /// owner's policy requires file encryption (a policy switched to encryption after the file
+    /// was written): the whole file, atomically, as `protect` rewrites it (an encrypted copy in
+    /// a temp file of the same directory, renamed over it; mode, owner, times and xattrs kept).
+    /// Nothing else changes (no known root is recorded).
+    /// - Returns: true when the file was rewritten; false when nothing was due (untagged,
+    ///   encrypted already, or an owner without the requirement).
+    /// - Throws: `.system(errno: EMLINK)` for a file with several hard links (their names would
+    ///   keep the plaintext); otherwise as `protect`. The file is unchanged then.
+    public func encryptIfRequired(path: String) throws -> Bool {
+        guard let header = try readHeader(path), !header.isEncrypted, !header.owner.isEmpty,
+              context.policyEvaluator.isFileEncryptionRequired(accountId: header.owner) else { return false }
+        try protectFile(path, owner: header.owner)
+        return true
+    }
+
     private func protectTree(_ directory: String, owner: String, done: inout Int, progress: ((Int) -> Void)?) throws {
         let entries: [String]
         do { entries = try FileManager.default.contentsOfDirectory(atPath: directory) } catch {

@@ -1,0 +1,214 @@
+import Glibc
+import MAMProtection
+import MAMSystem
+
+extension CallerExecutable: ExecutableIdentity {}
+
+/// The caller-aware rules on a mount: requests mapped onto `AccessRules` questions, asked for
+/// the caller's executable (/proc/PID/exe) with the mount's `--account` as the app account,
+/// and every denial (and at level audit every would-be denial) recorded in the audit log.
+///
+/// | request | question |
+/// |---|---|
+/// | open of an existing file | `.open(writing:)` with the file's owner; the location of its mount path |
+/// | open with O_TRUNC | a work file: `.open(writing: true)`; otherwise `.create` (new owner by the writer) and, for a work owner, `.save` |
+/// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
+/// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
+/// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: everything below it too; EPERM) |
+///
+/// Locations: a provider mount is its `--location` as a whole; a plain mount's objects are
+/// where the deciding policy's `locations` prefixes put their mount path (mountpoint +
+/// relative path), else the local drive. A directory renamed or linked is not checked file by
+/// file (the files inside keep their owners and are checked when opened).
+extension OverlayFilesystem {
+    /// The decision behind `admit` for the operations that have one (see the table).
+    /// - Throws: `FilesystemError` with the decision's errno when it denies.
+    func decideAccess(_ operation: Operation, on inode: Inode, by caller: Caller) throws -> Admission {
+        let asker = Asker(rules: AccessRules(evaluator: context.policyEvaluator),
+                          executable: callers.executable(of: caller.pid), caller: caller)
+        switch operation {
+        case .open(let flags):
+            guard inode.isRegular else { return .unchanged }
+            return try decideOpen(inode, flags: flags, asker)
+        case .createFile(let name):
+            let inherited = try inheritedOwner(of: inode)
+            return try decideNewContent(inheritedOwner: inherited, path: try mountPath(inode, name), asker)
+        case .moveEntry(let name, let target, let newName):
+            guard let owner = workOwner(ofFile: name, in: inode) else { return .unchanged }
+            try decideSave(owner: owner, path: try mountPath(target, newName), asker)
+            return .unchanged
+        case .linkInto(let target, let name):
+            guard inode.isRegular, let owner = workOwner(try ownerTag(of: inode)) else { return .unchanged }
+            try decideSave(owner: owner, path: try mountPath(target, name), asker)
+            return .unchanged
+        case .changeOwner(let value):
+            let owners = try workOwnersChanged(by: inode)
+            guard !owners.isEmpty else { return .unchanged }
+            let newOwner = (try? context.resolveOwner(value)) ?? value
+            let path = try mountPath(inode)
+            for owner in owners.sorted() {
+                try asker.enforce(self, .declassify(newOwner: newOwner), owner: owner,
+                                  location: location(ofMountPath: path, forAccount: owner), path: path)
+            }
+            return .unchanged
+        default:
+            return .unchanged
+        }
+    }
+
+    /// One request's rules, executable and caller.
+    struct Asker {
+        let rules: AccessRules
+        let executable: CallerExecutable
+        let caller: Caller
+
+        /// Asks `action`, records a recorded decision, throws its errno when it denies.
+        @discardableResult
+        func enforce(_ fs: OverlayFilesystem, _ action: AccessAction, owner: String?, location: StorageLocation,
+                     path: String) throws -> AccessDecision {
+            let decision = rules.decide(AccessRequest(action: action, executable: executable, owner: owner,
+                                                      location: location, appAccount: fs.options.account))
+            if decision.isRecorded {
+                fs.recordAccess(AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.path,
+                                           action: action.auditName, path: path, owner: owner ?? "",
+                                           decision: decision.verdict.auditName, rule: decision.rule))
+            }
+            guard decision.permits else { throw FilesystemError(code: decision.errno) }
+            return decision
+        }
+    }
+
+    /// The one place a decision goes to the audit log (the context's `AuditLog`; written at
+    /// once, or counted into a burst and written by the log's timer or when the mount stops).
+    func recordAccess(_ event: AuditEvent) {
+        recordedAccess.store(true, ordering: .relaxed)
+        context.auditLog.record(event)
+    }
+
+    /// open: a work file is opened (sendData); a personal one by a managed app for reading is
+    /// received (receiveData, openFromLocations). With O_TRUNC the content is new: a work file
+    /// keeps its owner once it may be written; any other gets the writer's owner.
+    private func decideOpen(_ inode: Inode, flags: Int32, _ asker: Asker) throws -> Admission {
+        let owner = try ownerTag(of: inode)
+        let path = try mountPath(inode)
+        let writing = flags & O_ACCMODE != O_RDONLY
+        if flags & O_TRUNC != 0 {
+            if workOwner(owner) != nil {
+                try asker.enforce(self, .open(writing: true), owner: owner,
+                                  location: location(ofMountPath: path, forAccount: options.account), path: path)
+                return .unchanged
+            }
+            let inherited = try owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
+            return try decideNewContent(inheritedOwner: inherited, path: path, asker)
+        }
+        try asker.enforce(self, .open(writing: writing), owner: owner,
+                          location: location(ofMountPath: path, forAccount: options.account), path: path)
+        return .unchanged
+    }
+
+    /// New content at `path` (create, O_TRUNC of a personal file): its owner by the writer's
+    /// identity, and, for a work owner, whether it may be saved there.
+    private func decideNewContent(inheritedOwner inherited: String, path: String, _ asker: Asker) throws -> Admission {
+        let decision = try asker.enforce(self, .create, owner: inherited,
+                                         location: location(ofMountPath: path, forAccount: options.account), path: path)
+        let newOwner = decision.newOwner ?? inherited
+        if let owner = workOwner(newOwner) { try decideSave(owner: owner, path: path, asker) }
+        return Admission(newOwner: newOwner)
+    }
+
+    /// A work file of `owner` saved at mount path `path` (saveToLocations of the owner).
+    private func decideSave(owner: String, path: String, _ asker: Asker) throws {
+        let location = location(ofMountPath: path, forAccount: owner)
+        try asker.enforce(self, .save(into: location), owner: owner, location: location, path: path)
+    }
+
+    /// `owner` when it is a managed account here (a work owner), else nil.
+    private func workOwner(_ owner: String?) -> String? {
+        guard let owner, context.policyEvaluator.isManaged(accountId: owner) else { return nil }
+        return AccountIdentity.canonical(owner)
+    }
+
+    /// The work owner of the regular file `name` in `directory` (nil for anything else).
+    private func workOwner(ofFile name: UnsafePointer<CChar>, in directory: Inode) -> String? {
+        guard let directoryFD = try? directory.descriptor() else { return nil }
+        return workOwner(ofFile: name, in: directoryFD)
+    }
+
+    /// The work owner of the regular file `name` in the directory open as `directoryFD`.
+    private func workOwner(ofFile name: UnsafePointer<CChar>, in directoryFD: Int32) -> String? {
+        guard let file = try? FileDescriptor.open(in: directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC),
+              let st = try? file.stat(), (st.st_mode & S_IFMT) == S_IFREG,
+              let header = try? ProtectedFileHeader.read(fd: file.rawValue) else { return nil }
+        return workOwner(header.owner)
+    }
+
+    /// The work owners an owner change of `inode` rewrites: a file's own; for a directory its
+    /// tag's and those of every file and tagged directory below it (the recursive protect's
+    /// walk: by descriptors, symlinks not followed).
+    private func workOwnersChanged(by inode: Inode) throws -> Set<String> {
+        var owners = Set<String>()
+        if inode.isRegular {
+            if let owner = workOwner(try ownerTag(of: inode)) { owners.insert(owner) }
+        } else if inode.isDirectory {
+            if let owner = workOwner(try directoryTag(of: inode)) { owners.insert(owner) }
+            let directory = try FileDescriptor.open(in: try inode.descriptor(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            try collectWorkOwners(below: directory, into: &owners)
+        }
+        return owners
+    }
+
+    private func collectWorkOwners(below directory: consuming FileDescriptor, into owners: inout Set<String>) throws {
+        let dirFD = directory.rawValue
+        var entries = try DirectoryIterator(adopting: directory)
+        while let entry = try entries.next() {
+            try entry.cName.withUnsafeBufferPointer { buffer in
+                guard let name = buffer.baseAddress, let st = try? SystemCall.stat(in: dirFD, name) else { return }
+                switch st.st_mode & S_IFMT {
+                case S_IFREG:
+                    if let owner = workOwner(ofFile: name, in: dirFD) { owners.insert(owner) }
+                case S_IFDIR:
+                    let child = try FileDescriptor.open(in: dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    if let owner = workOwner(context.directoryOwner(backingDirectoryFD: child.rawValue)) { owners.insert(owner) }
+                    try collectWorkOwners(below: child, into: &owners)
+                default:
+                    return
+                }
+            }
+        }
+    }
+
+    /// The owner tag of a regular file's header (nil when untagged).
+    private func ownerTag(of inode: Inode) throws -> String? {
+        try inode.contentLock.reading { () throws -> String? in
+            let st = try SystemCall.stat(fd: try inode.descriptor())
+            return try header(inode, ctime: st.st_ctim)?.owner
+        }
+    }
+
+    /// The `user.mam.owner` tag of a directory (nil when untagged).
+    private func directoryTag(of inode: Inode) throws -> String? {
+        guard inode.isDirectory else { return nil }
+        let directory = try FileDescriptor.open(in: try inode.descriptor(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        return context.directoryOwner(backingDirectoryFD: directory.rawValue)
+    }
+
+    /// Where `path` (in the mount) is for `account`'s policy: a provider mount's `--location`,
+    /// else the location its `locations` prefixes give (the local drive when none does).
+    func location(ofMountPath path: String, forAccount account: String) -> StorageLocation {
+        if options.provider != nil { return options.location }
+        return context.policyEvaluator.policy(forAccountId: account)?.locations.location(ofPath: path) ?? .localDrive
+    }
+
+    /// The path of `inode` in the mount: the mountpoint and the path below the backing root.
+    func mountPath(_ inode: Inode) throws -> String {
+        let backing = try backingPath(inode)
+        guard backing.hasPrefix(rootPath) else { return options.mountpoint }
+        return options.mountpoint + backing.dropFirst(rootPath == "/" ? 0 : rootPath.count)
+    }
+
+    /// The mount path of `name` in the directory `directory`.
+    func mountPath(_ directory: Inode, _ name: UnsafePointer<CChar>) throws -> String {
+        let parent = try mountPath(directory)
+        return (parent.hasSuffix("/") ? parent : parent + "/") + String(cString: name)
+    }
+}
