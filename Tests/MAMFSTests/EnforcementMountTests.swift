@@ -52,7 +52,7 @@ struct EnforcementMountTests {
     static func records(state: String) throws -> [AuditRecord] {
         let context = try ProtectionContext.open(stateDirectory: StateDirectory(path: state), passphraseFile: nil)
         guard FileManager.default.fileExists(atPath: state + "/" + AuditLog.fileName) else { return [] }
-        let mountActions: Set<String> = ["open-read", "open-write", "create", "save", "declassify", "metadata"]
+        let mountActions: Set<String> = ["open-read", "open-write", "open-readwrite", "create", "save", "declassify", "metadata"]
         return try context.auditLog.records().filter { mountActions.contains($0.action) }
     }
 
@@ -196,6 +196,9 @@ struct EnforcementLocationTests {
         #expect(made.out == "made\n", "\(made.err)")
         let r = try m.sh(#""$BASE/bin/cat" box/p.txt; echo "box=$?"; "$BASE/bin/cat" pers/p.txt; echo " pers=$?"; cat box/p.txt; echo " system=$?""#)
         #expect(r.out == "box=1\nmine pers=0\npersonal system=0\n", "\(r.out) \(r.err)")
+        // Opened read-write (a managed bash's `<>`), the file is read all the same: refused too.
+        let rw = try m.sh(#"cp /bin/bash "$BASE/bin/bash" && "$BASE/bin/bash" -c 'exec 3<>box/p.txt'; echo "rw=$?""#)
+        #expect(rw.out == "rw=1\n" && rw.err.contains("Permission denied"), "\(rw.out) \(rw.err)")
         let file = m.base + "/receive-none.json"
         try Data(EnforcementMountTests.policy(m, level: "block", extra: #", "receiveData": "none""#).utf8)
             .write(to: URL(fileURLWithPath: file))
@@ -205,7 +208,8 @@ struct EnforcementLocationTests {
         #expect(none.out == "pers=1\n" && none.err.contains("Permission denied"), "\(none.out) \(none.err)")
         m.close()
         let rules = try EnforcementMountTests.records(m).map(\.rule)
-        #expect(rules == ["openFromLocations", "receiveData"], "\(rules)")
+        #expect(rules == ["openFromLocations", "openFromLocations", "receiveData"], "\(rules)")
+        #expect(try EnforcementMountTests.records(m).map(\.action) == ["open-read", "open-readwrite", "open-read"])
     }
 
     @Test("a provider mount is its --location: a work file saved into a SharePoint mount missing from saveToLocations is refused")

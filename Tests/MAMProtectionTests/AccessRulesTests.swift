@@ -66,7 +66,8 @@ private let callers: [String: FakeExecutable] = ["M": managedApp, "U": otherApp]
 /// W, P untagged, P tagged "", P owned by an account not managed here.
 private let objects: [String: String?] = ["W": work, "P-untagged": nil, "P-empty": "", "P-unmanaged": stranger]
 private let actions: [String: AccessAction] = [
-    "open-read": .open(writing: false), "open-write": .open(writing: true), "create": .create,
+    "open-read": .open(reading: true, writing: false), "open-write": .open(reading: false, writing: true),
+    "open-readwrite": .open(reading: true, writing: true), "create": .create,
     "save-allowed": .save(into: oneDrive), "save-denied": .save(into: .localDrive),
     "declassify-empty": .declassify(newOwner: ""), "declassify-other": .declassify(newOwner: stranger),
     "metadata": .metadata,
@@ -77,7 +78,7 @@ private func cell(_ caller: String, _ object: String, _ action: String, _ rule: 
 }
 
 /// The table's columns, in the order of `rows`.
-private let columns = ["open-read", "open-write", "create", "save-allowed", "save-denied",
+private let columns = ["open-read", "open-write", "open-readwrite", "create", "save-allowed", "save-denied",
                        "declassify-empty", "declassify-other", "metadata"]
 private let udf = "allowUserDecrypt=false"
 
@@ -85,14 +86,14 @@ private let udf = "allowUserDecrypt=false"
 /// at `block` ("" = allowed) and the owner a create gives (`audit` records the same rules,
 /// `off` allows all).
 private let rows: [(caller: String, object: String, rules: [String], newOwner: String?)] = [
-    ("M", "W",           ["", "", "", "", "saveToLocations", udf, udf, ""], work),
-    ("M", "P-untagged",  ["receiveData", "", "", "", "", "", "", ""], work),
-    ("M", "P-empty",     ["receiveData", "", "", "", "", "", "", ""], work),
-    ("M", "P-unmanaged", ["receiveData", "", "", "", "", "", "", ""], work),
-    ("U", "W",           ["sendData=managedApps", "sendData=managedApps", "workDirectory", "", "saveToLocations", udf, udf, ""], work),
-    ("U", "P-untagged",  ["", "", "", "", "", "", "", ""], nil),
-    ("U", "P-empty",     ["", "", "", "", "", "", "", ""], ""),
-    ("U", "P-unmanaged", ["", "", "", "", "", "", "", ""], stranger),
+    ("M", "W",           ["", "", "", "", "", "saveToLocations", udf, udf, ""], work),
+    ("M", "P-untagged",  ["receiveData", "", "receiveData", "", "", "", "", "", ""], work),
+    ("M", "P-empty",     ["receiveData", "", "receiveData", "", "", "", "", "", ""], work),
+    ("M", "P-unmanaged", ["receiveData", "", "receiveData", "", "", "", "", "", ""], work),
+    ("U", "W",           ["sendData=managedApps", "sendData=managedApps", "sendData=managedApps", "workDirectory", "", "saveToLocations", udf, udf, ""], work),
+    ("U", "P-untagged",  ["", "", "", "", "", "", "", "", ""], nil),
+    ("U", "P-empty",     ["", "", "", "", "", "", "", "", ""], ""),
+    ("U", "P-unmanaged", ["", "", "", "", "", "", "", "", ""], stranger),
 ]
 
 private let table: [AccessRuleCell] = rows.flatMap { row in
@@ -154,9 +155,9 @@ struct AccessRulesTests {
         let policy = Policy(receiveData: .none, sendData: .managedApps, protectionLevel: .block)
         let rules = rules(policy)
         #expect(rules.isManagedApp(otherApp, forAccount: work))
-        #expect(rules.decide(request(.open(writing: false), by: otherApp, owner: work)) == .allowed())
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: otherApp, owner: work)) == .allowed())
         #expect(rules.decide(request(.create, by: otherApp, owner: "")) == .allowed(newOwner: work))
-        #expect(rules.decide(request(.open(writing: false), by: otherApp, owner: nil)).rule == "receiveData")
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: otherApp, owner: nil)).rule == "receiveData")
     }
 
     @Test("managedApps [] makes no process a managed app")
@@ -164,7 +165,7 @@ struct AccessRulesTests {
         let policy = Policy(managedApps: [], sendData: .managedApps, protectionLevel: .block)
         let rules = rules(policy)
         #expect(!rules.isManagedApp(managedApp, forAccount: work))
-        let open = rules.decide(request(.open(writing: false), by: managedApp, owner: work))
+        let open = rules.decide(request(.open(reading: true, writing: false), by: managedApp, owner: work))
         #expect(open.verdict == .denied && open.rule == "sendData=managedApps" && open.errno == EACCES)
         #expect(rules.decide(request(.create, by: managedApp, owner: "")) == .allowed(newOwner: ""))
         #expect(rules.decide(request(.create, by: managedApp, owner: work)).rule == "workDirectory")
@@ -187,24 +188,24 @@ struct AccessRulesTests {
         let rules = rules(policy)
 
         let elsewhere = FakeExecutable("/usr/bin/cat", sha256: digest)
-        #expect(rules.decide(request(.open(writing: false), by: elsewhere, owner: work)).verdict == .denied)
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: elsewhere, owner: work)).verdict == .denied)
         #expect(elsewhere.digestRequests == 0, "no rule matches the path: no digest")
 
         let genuine = FakeExecutable("/opt/work/bin/tool", sha256: digest)
-        #expect(rules.decide(request(.open(writing: false), by: genuine, owner: work)) == .allowed())
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: genuine, owner: work)) == .allowed())
         #expect(genuine.digestRequests == 1)
 
         let swapped = FakeExecutable("/opt/work/bin/tool", sha256: String(repeating: "ee", count: 32))
-        #expect(rules.decide(request(.open(writing: true), by: swapped, owner: work)).rule == "sendData=managedApps")
+        #expect(rules.decide(request(.open(reading: false, writing: true), by: swapped, owner: work)).rule == "sendData=managedApps")
         #expect(swapped.digestRequests == 1, "two rules match the path; the digest is computed once")
 
         let unreadable = FakeExecutable("/opt/work/bin/tool", sha256: nil)
-        #expect(rules.decide(request(.open(writing: false), by: unreadable, owner: work)).verdict == .denied)
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: unreadable, owner: work)).verdict == .denied)
 
         let everyone = AccessRules(evaluator: PolicyEvaluator(policies: [work: Policy(
             managedApps: policy.managedApps, sendData: .allApps, protectionLevel: .block)]))
         let any = FakeExecutable("/opt/work/bin/tool", sha256: digest)
-        #expect(everyone.decide(request(.open(writing: false), by: any, owner: work)) == .allowed())
+        #expect(everyone.decide(request(.open(reading: true, writing: false), by: any, owner: work)) == .allowed())
         #expect(any.digestRequests == 0, "sendData allApps needs no managed-app check")
         #expect(everyone.decide(request(.metadata, by: any, owner: work)) == .allowed())
         #expect(any.digestRequests == 0)
@@ -215,32 +216,32 @@ struct AccessRulesTests {
         let app = [try ManagedAppRule(path: managedAppPath)]
         let onlyOneDrive = rules(Policy(receiveData: .all, openFromLocations: [.oneDriveForBusiness],
                                         managedApps: app, protectionLevel: .block))
-        let local = onlyOneDrive.decide(request(.open(writing: false), by: managedApp, owner: nil, location: .localDrive))
+        let local = onlyOneDrive.decide(request(.open(reading: true, writing: false), by: managedApp, owner: nil, location: .localDrive))
         #expect(local.verdict == .denied && local.rule == "openFromLocations" && local.errno == EACCES)
-        #expect(onlyOneDrive.decide(request(.open(writing: false), by: managedApp, owner: nil, location: oneDrive)) == .allowed())
-        #expect(onlyOneDrive.decide(request(.open(writing: false), by: otherApp, owner: nil, location: .localDrive)) == .allowed(),
+        #expect(onlyOneDrive.decide(request(.open(reading: true, writing: false), by: managedApp, owner: nil, location: oneDrive)) == .allowed())
+        #expect(onlyOneDrive.decide(request(.open(reading: true, writing: false), by: otherApp, owner: nil, location: .localDrive)) == .allowed(),
                 "a process that is not a managed app does not bring data into the account")
-        #expect(onlyOneDrive.decide(request(.open(writing: true), by: managedApp, owner: "", location: .localDrive)) == .allowed(),
+        #expect(onlyOneDrive.decide(request(.open(reading: false, writing: true), by: managedApp, owner: "", location: .localDrive)) == .allowed(),
                 "writing a personal file needs no open-from check")
 
         let nothingIn = rules(Policy(receiveData: .none, openFromLocations: [.oneDriveForBusiness],
                                      managedApps: app, protectionLevel: .block))
-        #expect(nothingIn.decide(request(.open(writing: false), by: managedApp, owner: stranger, location: .localDrive)).rule == "receiveData")
-        #expect(nothingIn.decide(request(.open(writing: false), by: managedApp, owner: "", location: oneDrive)).rule == "receiveData")
+        #expect(nothingIn.decide(request(.open(reading: true, writing: false), by: managedApp, owner: stranger, location: .localDrive)).rule == "receiveData")
+        #expect(nothingIn.decide(request(.open(reading: true, writing: false), by: managedApp, owner: "", location: oneDrive)).rule == "receiveData")
 
         let anywhere = rules(Policy(receiveData: .all, managedApps: app, protectionLevel: .block))
-        #expect(anywhere.decide(request(.open(writing: false), by: managedApp, owner: stranger, location: .localDrive)) == .allowed())
+        #expect(anywhere.decide(request(.open(reading: true, writing: false), by: managedApp, owner: stranger, location: .localDrive)) == .allowed())
 
         let audited = rules(Policy(receiveData: .all, openFromLocations: [], managedApps: app, protectionLevel: .audit))
-            .decide(request(.open(writing: false), by: managedApp, owner: nil, location: .other))
+            .decide(request(.open(reading: true, writing: false), by: managedApp, owner: nil, location: .other))
         #expect(audited.verdict == .allowedAudited && audited.rule == "openFromLocations")
     }
 
     @Test("a personal file opened for an app account that is not managed is never checked")
     func personalFileWithoutManagedAppAccount() throws {
         let rules = rules(try strictPolicy(.block))
-        #expect(rules.decide(request(.open(writing: false), by: managedApp, owner: nil, appAccount: "")) == .allowed())
-        #expect(rules.decide(request(.open(writing: false), by: managedApp, owner: "", appAccount: stranger)) == .allowed())
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: managedApp, owner: nil, appAccount: "")) == .allowed())
+        #expect(rules.decide(request(.open(reading: true, writing: false), by: managedApp, owner: "", appAccount: stranger)) == .allowed())
     }
 
     @Test("sendData allApps lets every process open work files; managedApps only managed apps")
@@ -249,10 +250,10 @@ struct AccessRulesTests {
         let all = rules(Policy(managedApps: app, sendData: .allApps, protectionLevel: .block))
         let managedOnly = rules(Policy(managedApps: app, sendData: .managedApps, protectionLevel: .block))
         for writing in [false, true] {
-            #expect(all.decide(request(.open(writing: writing), by: otherApp, owner: work)) == .allowed())
-            #expect(all.decide(request(.open(writing: writing), by: managedApp, owner: work)) == .allowed())
-            #expect(managedOnly.decide(request(.open(writing: writing), by: managedApp, owner: work.uppercased())) == .allowed())
-            #expect(managedOnly.decide(request(.open(writing: writing), by: otherApp, owner: work))
+            #expect(all.decide(request(.open(reading: !writing, writing: writing), by: otherApp, owner: work)) == .allowed())
+            #expect(all.decide(request(.open(reading: !writing, writing: writing), by: managedApp, owner: work)) == .allowed())
+            #expect(managedOnly.decide(request(.open(reading: !writing, writing: writing), by: managedApp, owner: work.uppercased())) == .allowed())
+            #expect(managedOnly.decide(request(.open(reading: !writing, writing: writing), by: otherApp, owner: work))
                     == AccessDecision(verdict: .denied, rule: "sendData=managedApps", newOwner: nil, errno: EACCES))
         }
     }
@@ -277,8 +278,8 @@ struct AccessRulesTests {
 
     @Test("the audit names of actions and verdicts")
     func auditNames() {
-        #expect(AccessAction.open(writing: false).auditName == "open-read")
-        #expect(AccessAction.open(writing: true).auditName == "open-write")
+        #expect(AccessAction.open(reading: true, writing: false).auditName == "open-read")
+        #expect(AccessAction.open(reading: false, writing: true).auditName == "open-write")
         #expect(AccessAction.declassify(newOwner: "").auditName == "declassify")
         #expect(AccessAction.save(into: .other).auditName == "save")
         #expect([Verdict.allowed, .denied, .allowedAudited].map(\.auditName) == ["allowed", "denied", "audited"])

@@ -10,8 +10,8 @@ extension CallerExecutable: ExecutableIdentity {}
 ///
 /// | request | question |
 /// |---|---|
-/// | open of an existing file | `.open(writing:)` with the file's owner; the location of its mount path |
-/// | open with O_TRUNC | a work file: `.open(writing: true)`; otherwise `.create` (new owner by the writer) and, for a work owner, `.save` |
+/// | open of an existing file | `.open(reading:writing:)` with the file's owner; the location of its mount path |
+/// | open with O_TRUNC | a work file: `.open(reading: false, writing: true)`; otherwise `.create` (new owner by the writer) and, for a work owner, `.save` |
 /// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
 /// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
 /// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: everything below it too; EPERM) |
@@ -94,14 +94,14 @@ extension OverlayFilesystem {
         let writing = flags & O_ACCMODE != O_RDONLY
         if flags & O_TRUNC != 0 {
             if workOwner(owner) != nil {
-                try asker.enforce(self, .open(writing: true), owner: owner,
+                try asker.enforce(self, .open(reading: false, writing: true), owner: owner,
                                   location: location(ofMountPath: path, forAccount: options.account), path: path)
                 return .unchanged
             }
             let inherited = try owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
             return try decideNewContent(inheritedOwner: inherited, path: path, asker)
         }
-        try asker.enforce(self, .open(writing: writing), owner: owner,
+        try asker.enforce(self, .open(reading: flags & O_ACCMODE != O_WRONLY, writing: writing), owner: owner,
                           location: location(ofMountPath: path, forAccount: options.account), path: path)
         return .unchanged
     }

@@ -5,8 +5,9 @@ import Foundation
 /// The mount maps FUSE requests onto these (open, create, rename/link, setxattr of the owner,
 /// lookup/stat/readdir/getxattr); the CLI maps `protect`, `decrypt` onto `.declassify`.
 public enum AccessAction: Sendable, Equatable {
-    /// Open an existing file without truncation; `writing` for O_WRONLY / O_RDWR.
-    case open(writing: Bool)
+    /// Open an existing file without truncation: `reading` for O_RDONLY and O_RDWR, `writing`
+    /// for O_WRONLY and O_RDWR (an O_RDWR open reads, so it receives a personal file's data).
+    case open(reading: Bool, writing: Bool)
     /// Create a file, or open one with O_TRUNC: its content is new and gets an owner from the
     /// writer's identity (`AccessDecision.newOwner`).
     case create
@@ -19,10 +20,11 @@ public enum AccessAction: Sendable, Equatable {
     /// Lookup, stat, readdir, getxattr: always allowed.
     case metadata
 
-    /// A short name for the audit log: "open-read", "open-write", "create", "save", "declassify", "metadata".
+    /// A short name for the audit log: "open-read", "open-write", "open-readwrite", "create",
+    /// "save", "declassify", "metadata".
     public var auditName: String {
         switch self {
-        case .open(let writing): return writing ? "open-write" : "open-read"
+        case .open(let reading, let writing): return reading && writing ? "open-readwrite" : writing ? "open-write" : "open-read"
         case .create: return "create"
         case .save: return "save"
         case .declassify: return "declassify"

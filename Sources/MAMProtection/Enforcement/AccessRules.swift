@@ -16,8 +16,8 @@ import Foundation
 /// | action | M | U |
 /// |---|---|---|
 /// | open W (read or write) | allowed | allowed iff `sendData` is `allApps`, else "sendData=managedApps" |
-/// | open P for reading | allowed iff the app account may receive it ("receiveData") and its location's open side is in `openFromLocations` ("openFromLocations") | allowed |
-/// | open P for writing | allowed | allowed |
+/// | open P for reading (O_RDONLY, O_RDWR) | allowed iff the app account may receive it ("receiveData") and its location's open side is in `openFromLocations` ("openFromLocations") | allowed |
+/// | open P write-only (O_WRONLY) | allowed | allowed |
 /// | create / O_TRUNC | allowed, new owner = the app account when it is managed, else the inherited owner | allowed with the inherited owner when it is not W, else "workDirectory" |
 /// | save a W file into a location | allowed iff the location is in the owner's `saveToLocations` ("saveToLocations") | the same |
 /// | declassify a W file | allowed iff `allowUserDecrypt` ("allowUserDecrypt=false", EPERM) | the same |
@@ -49,8 +49,8 @@ public struct AccessRules: Sendable {
         switch request.action {
         case .metadata:
             return .allowed()
-        case .open(let writing):
-            return decideOpen(request, writing: writing)
+        case .open(let reading, _):
+            return decideOpen(request, reading: reading)
         case .create:
             return decideCreate(request)
         case .save(let location):
@@ -65,13 +65,14 @@ public struct AccessRules: Sendable {
         }
     }
 
-    private func decideOpen(_ request: AccessRequest, writing: Bool) -> AccessDecision {
+    private func decideOpen(_ request: AccessRequest, reading: Bool) -> AccessDecision {
         if let (owner, policy) = work(request.owner) {
             if policy.sendData == .allApps || isManagedApp(request.executable, forAccount: owner) { return .allowed() }
             return outcome(policy, rule: "sendData=managedApps", errno: EACCES)
         }
-        // A personal file: only a managed app reading it brings personal data into the work account.
-        guard !writing, let policy = evaluator.policy(forAccountId: request.appAccount),
+        // A personal file: only a managed app reading it (O_RDONLY or O_RDWR) brings personal
+        // data into the work account.
+        guard reading, let policy = evaluator.policy(forAccountId: request.appAccount),
               isManagedApp(request.executable, forAccount: request.appAccount) else { return .allowed() }
         if !evaluator.canReceiveSharedFile(fileOwner: request.owner, receiver: request.appAccount) {
             return outcome(policy, rule: "receiveData", errno: EACCES)
