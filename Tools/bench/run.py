@@ -170,13 +170,16 @@ class Mount:
 
     def write_managed_apps_policy(self, base_policy):
         """The demo's encrypting policy plus managedApps = the resolved executables of the
-        benchmark's programs and this interpreter, sendData managedApps, protectionLevel block."""
+        benchmark's programs and this interpreter, sendData managedApps, protectionLevel block,
+        and the mountpoint as the OneDriveForBusiness location."""
         with open(base_policy) as f:
             policy = json.load(f)
         programs = {os.path.realpath(shutil.which(p)) for p in BENCH_PROGRAMS if shutil.which(p)}
         programs.add(os.path.realpath(sys.executable))
+        # The mount is where the account's files belong (a save location the policy allows);
+        # everything else on the machine stays the local drive.
         policy.update(managedApps=[{"path": p} for p in sorted(programs)], sendData="managedApps",
-                      protectionLevel="block")
+                      protectionLevel="block", locations={"OneDriveForBusiness": [os.path.realpath(self.mountpoint)]})
         path = os.path.join(self.base, "policy-apps.json")
         with open(path, "w") as f:
             json.dump(policy, f, indent=2)
