@@ -94,10 +94,10 @@ final class ExecutableDigests: Sendable {
 /// (pid, start time), so a pid the kernel hands to a new process never inherits the old
 /// one's executable (nor a decision made for it).
 ///
-/// A lookup reads /proc/PID/stat once (the start time); a process not seen before also costs
-/// a readlink and a stat of /proc/PID/exe. All reads go through one descriptor of /proc/PID,
-/// which keeps naming the process it was opened for: a pid reused meanwhile makes the reads
-/// fail instead of mixing two processes. At most `capacity` processes are kept; the least
+/// A lookup opens and reads /proc/PID/stat once (the start time: with the pid it names one
+/// process). A process not seen before also costs a readlink and a stat of /proc/PID/exe, all
+/// through one descriptor of /proc/PID, which keeps naming the process it was opened for: a
+/// pid reused meanwhile makes the reads fail instead of mixing two processes. At most `capacity` processes are kept; the least
 /// recently used go first.
 final class CallerProcesses: Sendable {
     private struct Entry {
@@ -127,17 +127,23 @@ final class CallerProcesses: Sendable {
     /// The executable of `pid` (a thread id works too). A process that is gone, or whose
     /// /proc entries cannot be read, gets an executable with an empty path (never managed).
     func executable(of pid: pid_t) -> CallerExecutable {
-        guard pid > 0, let directory = try? FileDescriptor.open(procRoot + "/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+        let unknown = CallerExecutable(path: "", file: nil, process: nil, digests: digests)
+        guard pid > 0 else { return unknown }
+        // A process seen before: (pid, start time) names it, so its stat file alone answers
+        // (one open and one read per request).
+        if let file = try? FileDescriptor.open(procRoot + "/\(pid)/stat", O_RDONLY | O_CLOEXEC),
+           let startTime = CallerProcesses.startTime(statFile: file.rawValue),
+           let known = remembered(ProcessKey(pid: pid, startTime: startTime)) {
+            return known
+        }
+        // Not seen before: every read through one descriptor of /proc/PID, so a pid reused
+        // meanwhile makes them fail instead of mixing two processes.
+        guard let directory = try? FileDescriptor.open(procRoot + "/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
               let startTime = CallerProcesses.startTime(procDirectory: directory.rawValue) else {
-            return CallerExecutable(path: "", file: nil, process: nil, digests: digests)
+            return unknown
         }
         let key = ProcessKey(pid: pid, startTime: startTime)
-        if let known = table.withLock({ table -> CallerExecutable? in
-            guard table.entries[key] != nil else { return nil }
-            table.clock += 1
-            table.entries[key]!.lastUse = table.clock
-            return table.entries[key]!.executable
-        }) { return known }
+        if let known = remembered(key) { return known }
         let executable = read(key, procDirectory: directory.rawValue)
         remember(executable, for: key)
         return executable
@@ -152,6 +158,16 @@ final class CallerProcesses: Sendable {
         var st = stat()
         let file = fstatat(procDirectory, "exe", &st, 0) == 0 ? ExecutableFileID(st) : nil
         return CallerExecutable(path: path, file: file, process: key, digests: digests)
+    }
+
+    /// The executable remembered for `key` (marked as just used), or nil.
+    private func remembered(_ key: ProcessKey) -> CallerExecutable? {
+        table.withLock { table -> CallerExecutable? in
+            guard table.entries[key] != nil else { return nil }
+            table.clock += 1
+            table.entries[key]!.lastUse = table.clock
+            return table.entries[key]!.executable
+        }
     }
 
     private func remember(_ executable: CallerExecutable, for key: ProcessKey) {
@@ -170,13 +186,19 @@ final class CallerProcesses: Sendable {
     /// Field 22 (starttime) of the `stat` file in the /proc/PID directory `procDirectory`.
     static func startTime(procDirectory: Int32) -> UInt64? {
         guard let file = try? FileDescriptor.open(in: procDirectory, "stat", O_RDONLY | O_CLOEXEC) else { return nil }
+        return startTime(statFile: file.rawValue)
+    }
+
+    /// The start time from an open /proc/PID/stat. procfs makes the whole line at the first
+    /// read, so a read that does not fill the buffer has it all (one read per request).
+    static func startTime(statFile fd: Int32) -> UInt64? {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 1024)
         while true {
-            let n = buffer.withUnsafeMutableBytes { try? file.pread(into: $0, at: Int64(bytes.count)) } ?? -1
+            let n = buffer.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress, $0.count, off_t(bytes.count)) }
             guard n >= 0 else { return nil }
-            if n == 0 { break }
             bytes += buffer[0..<n]
+            if n < buffer.count { break }
             if bytes.count > 1 << 16 { return nil }
         }
         return startTime(statLine: bytes)

@@ -65,12 +65,13 @@ extension OverlayFilesystem {
         /// Asks `action`, records a recorded decision, throws its errno when it denies.
         @discardableResult
         func enforce(_ fs: OverlayFilesystem, _ action: AccessAction, owner: String?, location: StorageLocation,
-                     path: String) throws -> AccessDecision {
+                     path: @autoclosure () throws -> String) throws -> AccessDecision {
             let decision = rules.decide(AccessRequest(action: action, executable: executable, owner: owner,
                                                       location: location, appAccount: fs.options.account))
             if decision.isRecorded {
+                // The mount path (a readlink of the backing descriptor) only for a record.
                 fs.recordAccess(AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.path,
-                                           action: action.auditName, path: path, owner: owner ?? "",
+                                           action: action.auditName, path: (try? path()) ?? "", owner: owner ?? "",
                                            decision: decision.verdict.auditName, rule: decision.rule))
             }
             guard decision.permits else { throw FilesystemError(code: decision.errno) }
@@ -90,19 +91,24 @@ extension OverlayFilesystem {
     /// keeps its owner once it may be written; any other gets the writer's owner.
     private func decideOpen(_ inode: Inode, flags: Int32, _ asker: Asker) throws -> Admission {
         let owner = try ownerTag(of: inode)
-        let path = try mountPath(inode)
         let writing = flags & O_ACCMODE != O_RDONLY
+        // The rules ask a work file's open nothing of its location (only a personal file's
+        // receive does), so its mount path is worked out only for a record.
+        let isWork = workOwner(owner) != nil
+        func openLocation() throws -> StorageLocation {
+            isWork ? .localDrive : location(ofMountPath: try mountPath(inode), forAccount: options.account)
+        }
         if flags & O_TRUNC != 0 {
-            if workOwner(owner) != nil {
+            if isWork {
                 try asker.enforce(self, .open(reading: false, writing: true), owner: owner,
-                                  location: location(ofMountPath: path, forAccount: options.account), path: path)
+                                  location: try openLocation(), path: try mountPath(inode))
                 return .unchanged
             }
             let inherited = try owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
-            return try decideNewContent(inheritedOwner: inherited, path: path, asker)
+            return try decideNewContent(inheritedOwner: inherited, path: try mountPath(inode), asker)
         }
         try asker.enforce(self, .open(reading: flags & O_ACCMODE != O_WRONLY, writing: writing), owner: owner,
-                          location: location(ofMountPath: path, forAccount: options.account), path: path)
+                          location: try openLocation(), path: try mountPath(inode))
         return .unchanged
     }
 
