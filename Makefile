@@ -1,9 +1,10 @@
-# mamfs: `make demo` runs the demo on real files, `make test` builds and runs every test.
+# mamfs: `make demo` runs the demo on real files, `make test` builds and runs every test,
+# `make install` / `make deb` install or package it, `make conformance` runs the POSIX suites.
 SHELL := /bin/bash
 SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 # Extra SwiftPM flags, e.g. SWIFTPM_FLAGS="--scratch-path /tmp/build".
 SWIFTPM_FLAGS ?=
-APT_PACKAGES := libfuse3-dev fuse3 libssl-dev libsqlite3-dev sqlite3 attr rsync git python3-cryptography
+APT_PACKAGES := libfuse3-dev fuse3 libssl-dev libsqlite3-dev sqlite3 attr rsync git python3-cryptography scdoc
 
 .PHONY: deps build demo test
 
@@ -46,3 +47,74 @@ bench: deps
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product mamfs
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
 	$$sudo python3 Tools/bench/run.py --mamfs "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(BENCH_FLAGS)
+
+# Man pages: man/*.scd (scdoc) -> build/man/PAGE.SECTION; the date is the last commit's.
+MAN_PAGES := build/man/mamfs.1 build/man/mamfs-policy.5 build/man/mount.fuse.mamfs.8
+.PHONY: man
+man: $(MAN_PAGES)
+build/man/%: man/%.scd
+	@Tools/install-missing-packages.sh "make man" scdoc
+	@mkdir -p build/man
+	SOURCE_DATE_EPOCH="$$(git log -1 --format=%ct 2>/dev/null || date +%s)" scdoc < $< > $@.tmp && mv $@.tmp $@
+
+# The binary that is installed and packaged: a release build with the Swift runtime linked in
+# statically, so it needs nothing from the toolchain at run time (only libc, libstdc++,
+# libcrypto, libsqlite3 and libfuse3). Its own scratch path keeps the `build` binary as it is.
+STATIC_SCRATCH ?= .build/static
+STATIC_FLAGS = -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH)
+STATIC_BIN = $(STATIC_SCRATCH)/release/mamfs
+.PHONY: build-static
+build-static:
+	$(SWIFT) build $(STATIC_FLAGS) --product mamfs
+
+# make install [PREFIX=/usr/local] [DESTDIR=] [INSTALL_BIN=a mamfs binary, instead of building]
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= /sbin
+MANDIR ?= $(PREFIX)/share/man
+BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+SYSTEMD_USER_DIR ?= $(PREFIX)/lib/systemd/user
+SYSTEMD_SYSTEM_DIR ?= $(PREFIX)/lib/systemd/system
+INSTALL_BIN ?=
+INSTALLED_FILES = $(BINDIR)/mamfs $(SBINDIR)/mount.fuse.mamfs \
+	$(MANDIR)/man1/mamfs.1 $(MANDIR)/man5/mamfs-policy.5 $(MANDIR)/man8/mount.fuse.mamfs.8 \
+	$(BASH_COMPLETION_DIR)/mamfs $(SYSTEMD_USER_DIR)/mamfs@.service $(SYSTEMD_SYSTEM_DIR)/mamfs@.service
+.PHONY: install uninstall
+install: $(if $(INSTALL_BIN),,build-static) man
+	umask 022 && \
+	install -D -s -m 0755 "$(or $(INSTALL_BIN),$(STATIC_BIN))" "$(DESTDIR)$(BINDIR)/mamfs" && \
+	install -D -m 0755 Tools/mount.mamfs "$(DESTDIR)$(SBINDIR)/mount.fuse.mamfs" && \
+	sed -i 's|^installed_mamfs=.*|installed_mamfs="$(BINDIR)/mamfs"|' "$(DESTDIR)$(SBINDIR)/mount.fuse.mamfs" && \
+	install -D -m 0644 build/man/mamfs.1 "$(DESTDIR)$(MANDIR)/man1/mamfs.1" && \
+	install -D -m 0644 build/man/mamfs-policy.5 "$(DESTDIR)$(MANDIR)/man5/mamfs-policy.5" && \
+	install -D -m 0644 build/man/mount.fuse.mamfs.8 "$(DESTDIR)$(MANDIR)/man8/mount.fuse.mamfs.8" && \
+	install -D -m 0644 packaging/bash-completion/mamfs "$(DESTDIR)$(BASH_COMPLETION_DIR)/mamfs" && \
+	for kind in user system; do \
+	  dir="$(DESTDIR)$$( [ $$kind = user ] && echo "$(SYSTEMD_USER_DIR)" || echo "$(SYSTEMD_SYSTEM_DIR)")"; \
+	  install -D -m 0644 packaging/systemd/$$kind/mamfs@.service "$$dir/mamfs@.service" && \
+	  sed -i 's|@BINDIR@|$(BINDIR)|g' "$$dir/mamfs@.service" || exit 1; \
+	done
+
+# Removes the installed files; in a DESTDIR it also removes the directories left empty (without
+# DESTDIR, directories such as /usr/local/share/man/man5 may be the system's and stay).
+uninstall:
+	for file in $(INSTALLED_FILES); do rm -f "$(DESTDIR)$$file"; done
+	if [ -n "$(DESTDIR)" ]; then \
+	  for file in $(INSTALLED_FILES); do \
+	    dir=$$(dirname "$(DESTDIR)$$file"); \
+	    while [ "$$dir" != "$(DESTDIR)" ] && [ "$$dir" != / ] && rmdir "$$dir" 2>/dev/null; do dir=$$(dirname "$$dir"); done; \
+	  done; \
+	fi
+
+# make deb: build/mamfs_VERSION_ARCH.deb, the files of `make install PREFIX=/usr`.
+# make package-check: builds it, checks its control file and libraries, installs it into a
+# scratch root and mounts with the installed helper and binary.
+DEB_ROOT = build/deb/root
+.PHONY: deb package-check
+deb: build-static man
+	rm -rf "$(DEB_ROOT)"
+	$(MAKE) --no-print-directory install DESTDIR="$(CURDIR)/$(DEB_ROOT)" PREFIX=/usr INSTALL_BIN="$(STATIC_BIN)"
+	Tools/package/deb.sh "$(DEB_ROOT)" packaging/debian/control.in build
+package-check: deps deb
+	Tools/package/check.sh build "$(CURDIR)/$(STATIC_BIN)"
