@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+import MAMProtection
+import MAMTestSupport
+
+let systemdAnalyzeAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")
+
+@Suite("Install: the systemd unit templates")
+struct SystemdUnitTests {
+    static let units = [(kind: "system", path: "/usr/lib/systemd/system/mamfs@.service"),
+                        (kind: "user", path: "/usr/lib/systemd/user/mamfs@.service")]
+
+    /// A unit file's `Key=value` lines of section `section`, in order.
+    static func settings(_ text: String, section: String) -> [(key: String, value: String)] {
+        var current = ""
+        var settings: [(key: String, value: String)] = []
+        for line in text.split(separator: "\n").map(String.init) where !line.hasPrefix("#") {
+            if line.hasPrefix("[") { current = line; continue }
+            guard current == "[\(section)]", let equals = line.firstIndex(of: "=") else { continue }
+            settings.append((String(line[..<equals]), String(line[line.index(after: equals)...])))
+        }
+        return settings
+    }
+
+    /// A command line of an Exec*= setting as systemd runs it: `%h` and `%i` replaced, `${VAR}`
+    /// as one word (empty when unset), `$VAR` as the value split at white space (no word when
+    /// unset), other words as they are.
+    static func commandLine(_ value: String, variables: [String: String], home: String, instance: String) -> [String] {
+        value.split(separator: " ").flatMap { word -> [String] in
+            let word = word.replacingOccurrences(of: "%h", with: home).replacingOccurrences(of: "%i", with: instance)
+            if word.hasPrefix("${"), word.hasSuffix("}") { return [variables[String(word.dropFirst(2).dropLast())] ?? ""] }
+            if word.hasPrefix("$") { return (variables[String(word.dropFirst())] ?? "").split(separator: " ").map(String.init) }
+            return [word]
+        }
+    }
+
+    @Test("systemd-analyze verify accepts both units without a warning (their man pages found in the installed tree)",
+          .enabled(if: systemdAnalyzeAvailable), arguments: units.map(\.kind))
+    func verify(kind: String) throws {
+        let tree = try InstalledTree(prefix: "/usr")
+        let unit = try #require(Self.units.first { $0.kind == kind })
+        let scratch = try TempDirectory(prefix: "mamfs-units")
+        // The unit as installed, but naming the binary in the tree: verify checks that it exists.
+        let text = try tree.text(unit.path).replacingOccurrences(of: "/usr/bin/mamfs", with: tree.path("/usr/bin/mamfs"))
+        try Data(text.utf8).write(to: URL(fileURLWithPath: scratch.file("mamfs@.service")))
+        try FileManager.default.createDirectory(atPath: scratch.file("runtime"), withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        let environment = testEnvironment(["MANPATH": tree.path("/usr/share/man"), "XDG_RUNTIME_DIR": scratch.file("runtime")])
+        let result = try runProcess("/usr/bin/systemd-analyze", (kind == "user" ? ["--user"] : []) + ["verify", scratch.file("mamfs@check.service")],
+                                    environment: environment)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.err == "", "systemd-analyze verify: \(result.err)")
+    }
+
+    @Test("both units read NAME.conf, run mamfs mount -f in the foreground and unmount on stop; system state in /var/lib/mamfs")
+    func unitSettings() throws {
+        let tree = try InstalledTree(prefix: "/usr")
+        for unit in Self.units {
+            let service = Dictionary(Self.settings(try tree.text(unit.path), section: "Service"), uniquingKeysWith: { $1 })
+            #expect(service["Type"] == "exec", "\(unit.kind)")
+            #expect(service["EnvironmentFile"] == (unit.kind == "user" ? "%h/.config/mamfs/%i.conf" : "/etc/mamfs/%i.conf"))
+            #expect(service["ExecStart"]?.hasPrefix("/usr/bin/mamfs mount -f ${BACKING} ${MOUNTPOINT} ") == true)
+            #expect(service["ExecStop"] == "/usr/bin/mamfs unmount ${MOUNTPOINT}")
+            #expect(service["Environment"] == (unit.kind == "system" ? "MAMFS_STATE=/var/lib/mamfs" : nil))
+            let install = Dictionary(Self.settings(try tree.text(unit.path), section: "Install"), uniquingKeysWith: { $1 })
+            #expect(install["WantedBy"] == (unit.kind == "user" ? "default.target" : "multi-user.target"))
+        }
+    }
+
+    @Test("the user unit's commands, run as systemd runs them with a NAME.conf, mount the configured directory and unmount it on stop",
+          .enabled(if: InstalledTree.fuseUsable))
+    func userUnitMountsAndStops() throws {
+        let tree = try InstalledTree(prefix: "/usr")
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let home = sandbox.environment["HOME"] ?? sandbox.path("home")
+        let backing = sandbox.path("backing"), mountpoint = sandbox.path("Work"), log = sandbox.path("mount.log")
+        for directory in [backing, mountpoint, home + "/.config/mamfs"] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        defer { FuseMounts.tearDown(mountpoint) }
+        try Data("""
+            BACKING=\(backing)
+            MOUNTPOINT=\(mountpoint)
+            ACCOUNT=\(Fixtures.upn)
+            MAMFS_STATE=\(sandbox.state)
+            MAMFS_ARGS=-o log=\(log)
+
+            """.utf8).write(to: URL(fileURLWithPath: home + "/.config/mamfs/work.conf"))
+
+        let text = try tree.text("/usr/lib/systemd/user/mamfs@.service")
+            .replacingOccurrences(of: "/usr/bin/mamfs", with: tree.path("/usr/bin/mamfs"))
+        let service = Dictionary(Self.settings(text, section: "Service"), uniquingKeysWith: { $1 })
+        let configPath = try #require(service["EnvironmentFile"]).replacingOccurrences(of: "%h", with: home)
+            .replacingOccurrences(of: "%i", with: "work")
+        var variables: [String: String] = [:]
+        for line in try String(contentsOfFile: configPath, encoding: .utf8).split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            variables[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        var environment = sandbox.environment
+        for (key, value) in variables { environment[key] = value }
+        let start = Self.commandLine(try #require(service["ExecStart"]), variables: variables, home: home, instance: "work")
+        #expect(start == [tree.path("/usr/bin/mamfs"), "mount", "-f", backing, mountpoint, "--account", Fixtures.upn, "-o", "log=\(log)"])
+
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: start[0])
+        daemon.arguments = Array(start.dropFirst())
+        daemon.environment = environment
+        daemon.standardOutput = FileHandle.nullDevice
+        daemon.standardError = FileHandle.nullDevice
+        try daemon.run()
+        defer { if daemon.isRunning { daemon.terminate() } }
+        for _ in 0..<100 where !FuseMounts.isMounted(mountpoint) { usleep(100_000) }
+        #expect(FuseMounts.isMounted(mountpoint), "ExecStart mounted \(mountpoint)")
+        guard FuseMounts.isMounted(mountpoint) else { return }
+
+        let original = try sandbox.read(Fixtures.gpl3)
+        try original.write(to: URL(fileURLWithPath: mountpoint + "/GPL-3"))
+        #expect(try sandbox.read(mountpoint + "/GPL-3") == original)
+        let info = try jsonArray(try sandbox.run(["info", "--json", backing + "/GPL-3"]))
+        #expect(info.first?["owner"] as? String == Fixtures.account, "new files belong to ACCOUNT")
+        #expect(info.first?["encrypted"] as? Bool == true)
+
+        let stop = Self.commandLine(try #require(service["ExecStop"]), variables: variables, home: home, instance: "work")
+        let stopped = try runProcess(stop[0], Array(stop.dropFirst()), environment: environment)
+        #expect(stopped.status == 0, "ExecStop: \(stopped.err)")
+        for _ in 0..<100 where daemon.isRunning { usleep(100_000) }
+        #expect(!daemon.isRunning, "the unit's main process exits after ExecStop")
+        if !daemon.isRunning { #expect(daemon.terminationStatus == 0) }
+        #expect(!FuseMounts.isMounted(mountpoint))
+    }
+}
