@@ -118,3 +118,16 @@ deb: build-static man
 	Tools/package/deb.sh "$(DEB_ROOT)" packaging/debian/control.in build
 package-check: deps deb
 	Tools/package/check.sh build "$(CURDIR)/$(STATIC_BIN)"
+
+# POSIX conformance (docs/ROBUSTNESS.md): pjdfstest on a managed and an unmanaged mount, fsx and
+# fsstress on the managed one, from MAMFS_THIRD_PARTY (default ../shared/third_party; skipped
+# when absent). Needs root. Knobs: FSX_SEEDS (5), FSX_OPS (100000), FSSTRESS_SECONDS (60).
+.PHONY: conformance xfstests
+conformance: deps build-static
+	Tools/conformance/run.sh "$(STATIC_BIN)"
+
+# xfstests generic/quick on a managed mount (about 25 min; sets up users and
+# /sbin/mount.fuse.mamfsx, so meant for a scratch machine). XFSTESTS_ARGS overrides the tests.
+XFSTESTS_ARGS ?=
+xfstests: deps build-static
+	Tools/conformance/xfstests.sh "$(STATIC_BIN)" $(XFSTESTS_ARGS)

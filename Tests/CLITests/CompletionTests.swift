@@ -14,8 +14,10 @@ struct CompletionTests {
 
     static func complete(_ tree: InstalledTree, words: [String]) throws -> Set<String> {
         let program = #"source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _mamfs; printf '%s\n' "${COMPREPLY[@]}""#
+        // The completion asks the mamfs it completes for its verbs and options: the installed one.
+        let path = tree.path("/usr/bin") + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         let result = try runProcess("/bin/bash", ["-c", program, "bash", tree.path(script)] + words,
-                                    environment: testEnvironment())
+                                    environment: testEnvironment(["PATH": path]))
         guard result.status == 0 else { throw SandboxError.failed("completion of \(words)", result) }
         return Set(result.out.split(separator: "\n").map(String.init))
     }

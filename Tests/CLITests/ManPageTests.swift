@@ -60,13 +60,16 @@ struct ManPageTests {
         return verbs
     }
 
-    /// The options `mamfs VERB --help` lists ("--account", "-R", ...).
+    /// The options `mamfs VERB --help` lists ("--account", "-R", both "-v" and "--verbose" of
+    /// "-v, --verbose", ...).
     static func options(of verb: String) throws -> [String] {
         let help = try runProcess(MamfsBinary.path, verb.split(separator: " ").map(String.init) + ["--help"],
                                   environment: testEnvironment())
         guard help.status == 0 else { throw SandboxError.failed("mamfs \(verb) --help", help) }
-        return help.out.split(separator: "\n").filter { $0.hasPrefix("  -") }
-            .compactMap { $0.split(separator: " ").first.map { String($0.split(separator: ",")[0]) } }
+        return help.out.split(separator: "\n").filter { $0.hasPrefix("  -") }.flatMap { line -> [String] in
+            let names = line.dropFirst(2).components(separatedBy: "  ")[0].components(separatedBy: ", ")
+            return names.compactMap { $0.split(separator: " ").first.map(String.init) }.filter { $0.hasPrefix("-") }
+        }
     }
 
     @Test("every page renders without a warning from man or groff", arguments: pages)
@@ -101,7 +104,8 @@ struct ManPageTests {
                         "mamfs(1) does not document \(option) of mamfs \(verb)")
             }
         }
-        for option in ["--state", "--help", "--version"] {
+        // The options `mamfs --help` lists itself (if any), and those every mamfs takes.
+        for option in Set(try Self.options(of: "") + ["--state", "--help", "--version"]) {
             #expect(RenderedPage.mentions(global, option), "GLOBAL OPTIONS lacks \(option)")
         }
     }
