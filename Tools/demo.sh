@@ -22,7 +22,8 @@ MAMFS="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 
-DEMO_DIR="$REPO/build/demo"
+# MAMFS_DEMO_DIR moves the demo's files (removed and made anew each run) elsewhere.
+DEMO_DIR="${MAMFS_DEMO_DIR:-$REPO/build/demo}"
 STATE="$DEMO_DIR/state"
 WORK="$DEMO_DIR/work"
 ACCOUNT="8c7f3e1a-0000-4000-8000-000000000001"

@@ -21,11 +21,13 @@ for mode in mmap nommap; do
     done
     for index in "${!pids[@]}"; do
         seed=$((index + 1))
-        if wait "${pids[$index]}"; then
+        status=0
+        wait "${pids[$index]}" || status=$?
+        if [[ $status -eq 0 ]]; then
             echo "fsx $mode seed $seed: $(tail -n 1 "$logs/fsx-$mode-$seed.log")"
         else
             failed=$((failed + 1))
-            echo "fsx $mode seed $seed: FAILED (exit $?), see $logs/fsx-$mode-$seed.log" >&2
+            echo "fsx $mode seed $seed: FAILED (exit $status), see $logs/fsx-$mode-$seed.log" >&2
             tail -n 20 "$logs/fsx-$mode-$seed.log" >&2
             cp "$mountpoint/fsx/$mode-$seed".fsx* "$logs/" 2>/dev/null || true
         fi

@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+import MAMTestSupport
+
+@Suite("Tools: the demo and the conformance scripts report failures by their exit code")
+struct ToolScriptTests {
+    static func tool(_ relative: String) -> String { InstalledTree.repository + "/Tools/" + relative }
+
+    @Test("the demo runs every step on a fresh directory, checks them all and exits 0", .enabled(if: InstalledTree.fuseUsable))
+    func demo() throws {
+        let directory = try TempDirectory(prefix: "mamfs-demo")
+        let demoDirectory = directory.file("demo")
+        defer {
+            FuseMounts.tearDown(demoDirectory + "/mnt")
+            FuseMounts.tearDown(demoDirectory + "/cloud")
+        }
+        let result = try runProcess(Self.tool("demo.sh"), [MamfsBinary.path],
+                                    environment: testEnvironment(["MAMFS_DEMO_DIR": demoDirectory]), timeout: 180)
+        #expect(result.status == 0, "\(result.out.suffix(2000))\n\(result.err)")
+        #expect(!result.err.contains("FAIL"), "\(result.err)")
+        let lines = result.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains("wipe:      work files and keys gone; personal file survived: yes"))
+        #expect(lines.contains("result:    OK"))
+        #expect(lines.filter { $0 == "exit code 77" }.count == 2, "a refused import and a refused decrypt after the wipe")
+        // What the demo leaves: of the regular files in the backing directory, only the personal one.
+        let backing = demoDirectory + "/backing"
+        let left = (FileManager.default.enumerator(atPath: backing)?.allObjects as? [String] ?? []).filter { relative in
+            var st = stat()
+            return lstat(backing + "/" + relative, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        }
+        #expect(left == ["personal/holiday.txt"], "regular files in the backing directory after the wipe: \(left.sorted())")
+        #expect(!FuseMounts.isMounted(demoDirectory + "/mnt") && !FuseMounts.isMounted(demoDirectory + "/cloud"))
+    }
+
+    @Test("conformance: without the third-party directory the run is skipped with a message and exit 0")
+    func conformanceSkipped() throws {
+        let missing = try TempDirectory(prefix: "mamfs-no-third-party")
+        let result = try runProcess(Self.tool("conformance/run.sh"), [MamfsBinary.path],
+                                    environment: testEnvironment(["MAMFS_THIRD_PARTY": missing.file("absent")]))
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out == "conformance: skipped: no third-party suites at \(missing.file("absent")) (set MAMFS_THIRD_PARTY to the directory holding build.sh, pjdfstest/ and xfstests/)\n")
+    }
+
+    @Test("conformance check-mount: 0 for a sound mount, 1 naming the file for an EIO, 1 for a dead daemon", .enabled(if: InstalledTree.fuseUsable))
+    func checkMount() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let backing = sandbox.path("backing"), mountpoint = sandbox.path("mnt")
+        for directory in [backing, mountpoint] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        defer { FuseMounts.tearDown(mountpoint) }
+        let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn, "-o", "attr_timeout=0,entry_timeout=0"])
+        #expect(mount.status == 0, "\(mount.err)")
+        guard mount.status == 0, let pid = FuseMounts.daemonPIDs(serving: mountpoint).first else { return }
+        try Fixtures.binary(20_000).write(to: URL(fileURLWithPath: mountpoint + "/data"))
+        try Data("ok\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/note"))
+        let check = { try runProcess(Self.tool("conformance/check-mount.sh"), [mountpoint, String(pid)], environment: testEnvironment()) }
+
+        let sound = try check()
+        #expect(sound.status == 0, "\(sound.err)")
+        #expect(sound.out.hasSuffix("daemon \(pid) alive, 2 files read, 0 failed\n"), "\(sound.out)")
+
+        // One flipped bit in the first block of the encrypted backing file: reads of it fail with EIO.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: backing + "/data"))
+        try handle.seek(toOffset: 500)
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: 500)
+        try handle.write(contentsOf: [byte ^ 1])
+        try handle.close()
+        let damaged = try check()
+        #expect(damaged.status == 1)
+        #expect(damaged.out.hasSuffix("2 files read, 1 failed\n"), "\(damaged.out)")
+        #expect(damaged.err.contains("cannot read \(mountpoint)/data: ") && damaged.err.contains("Input/output error"), "\(damaged.err)")
+
+        kill(pid, SIGKILL)
+        for _ in 0..<50 where kill(pid, 0) == 0 { usleep(100_000) }
+        let dead = try check()
+        #expect(dead.status == 1)
+        #expect(dead.err == "the daemon (pid \(pid)) of \(mountpoint) is gone\n")
+    }
+
+    @Test("conformance fsx: a run that fails makes the part fail, naming the seed and its exit code")
+    func fsxFailure() throws {
+        let directory = try TempDirectory(prefix: "mamfs-fsx")
+        let tools = directory.file("tools")
+        try FileManager.default.createDirectory(atPath: tools, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.file("mnt"), withIntermediateDirectories: true)
+        // A stand-in fsx that fails for seed 2 only.
+        try Data("#!/bin/sh\ncase \" $* \" in *\" -S 2 \"*) echo 'op 17 failed'; exit 3 ;; esac\necho 'All 10 operations completed A-OK!'\n".utf8)
+            .write(to: URL(fileURLWithPath: tools + "/fsx"))
+        chmod(tools + "/fsx", 0o755)
+        let result = try runProcess(Self.tool("conformance/fsx.sh"), [directory.file("mnt"), tools, "2", "10", directory.file("logs")],
+                                    environment: testEnvironment())
+        #expect(result.status == 1)
+        #expect(result.out == """
+            fsx mmap seed 1: All 10 operations completed A-OK!
+            fsx nommap seed 1: All 10 operations completed A-OK!
+
+            """)
+        #expect(result.err.contains("fsx mmap seed 2: FAILED (exit 3), see \(directory.file("logs"))/fsx-mmap-2.log\nop 17 failed\n"), "\(result.err)")
+        #expect(result.err.contains("fsx nommap seed 2: FAILED (exit 3)"))
+    }
+}
