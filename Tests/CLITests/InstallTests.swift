@@ -80,12 +80,7 @@ struct InstallTests {
     @Test("the installed mount helper runs the installed mamfs: a mount it makes serves the backing directory", .enabled(if: InstalledTree.fuseUsable))
     func installedHelperMounts() throws {
         let tree = try InstalledTree(prefix: "/usr")
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let backing = sandbox.path("backing"), mountpoint = sandbox.path("mnt")
-        for directory in [backing, mountpoint] {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        }
+        let (sandbox, backing, mountpoint) = try MountTests.mountSandbox()
         defer { FuseMounts.tearDown(mountpoint) }
         // As mount(8) runs it, with the installed mamfs as the one to use.
         var environment = sandbox.environment

@@ -43,12 +43,7 @@ struct ToolScriptTests {
 
     @Test("conformance check-mount: 0 for a sound mount, 1 naming the file for an EIO, 1 for a dead daemon", .enabled(if: InstalledTree.fuseUsable))
     func checkMount() throws {
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let backing = sandbox.path("backing"), mountpoint = sandbox.path("mnt")
-        for directory in [backing, mountpoint] {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        }
+        let (sandbox, backing, mountpoint) = try MountTests.mountSandbox()
         defer { FuseMounts.tearDown(mountpoint) }
         let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn, "-o", "attr_timeout=0,entry_timeout=0"])
         #expect(mount.status == 0, "\(mount.err)")
