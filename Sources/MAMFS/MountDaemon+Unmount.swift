@@ -96,16 +96,7 @@ extension MountDaemon {
         var pid: pid_t = 0
         let spawned = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
         close(pipeFDs[1])
-        var output: [UInt8] = []
-        if spawned == 0 {
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = read(pipeFDs[0], &chunk, chunk.count)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                output += chunk[0..<n]
-            }
-        }
+        let output = spawned == 0 ? readToEnd(pipeFDs[0]) : []
         close(pipeFDs[0])
         guard spawned == 0 else { return (127, "") }
         var status: Int32 = 0

@@ -52,14 +52,7 @@ public enum MountDaemon {
             _exit(code.rawValue)
         }
         close(fds[1])
-        var message: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 512)
-        while true {
-            let n = read(fds[0], &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            message += chunk[0..<n]
-        }
+        let message = readToEnd(fds[0])
         close(fds[0])
         if message.first == UInt8(ascii: "0") {
             events.started(MountEvents.Started(pid: pid, backingDirectory: plan.rootPath, mountpoint: plan.mountpoint))
@@ -74,6 +67,18 @@ public enum MountDaemon {
         let parts = text.split(separator: "\t", maxSplits: 1)
         let code = parts.first.flatMap { Int32($0) }.flatMap(ExitCode.init(rawValue:)) ?? .software
         throw MountFailure(description: parts.count > 1 ? String(parts[1]) : text, exitCode: code)
+    }
+
+    /// Everything readable from `fd` until end of file (retrying EINTR; an error ends it too).
+    static func readToEnd(_ fd: Int32) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return bytes }
+            bytes += chunk[0..<n]
+        }
     }
 
     /// An absolute path for -o log=FILE (relative to the current directory: the daemon changes to /).

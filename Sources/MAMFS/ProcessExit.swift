@@ -6,7 +6,7 @@ enum ProcessExit {
     /// How long an exited process may stay a zombie before it counts as gone: its parent (init
     /// for a mount daemon) reaps it on its own schedule, and a parent that never does must not
     /// make the wait fail.
-    static let reapGrace: Double = 3
+    static let reapGrace: Double = 5
 
     /// Waits until every one of `pids` is gone (kill(pid, 0) fails with ESRCH), at most
     /// `timeout` seconds. A process that has exited but is not reaped yet (a zombie) counts as
