@@ -59,7 +59,8 @@ struct SystemdUnitTests {
             let service = Dictionary(Self.settings(try tree.text(unit.path), section: "Service"), uniquingKeysWith: { $1 })
             #expect(service["Type"] == "exec", "\(unit.kind)")
             #expect(service["EnvironmentFile"] == (unit.kind == "user" ? "%h/.config/mamfs/%i.conf" : "/etc/mamfs/%i.conf"))
-            #expect(service["ExecStart"]?.hasPrefix("/usr/bin/mamfs mount -f ${BACKING} ${MOUNTPOINT} ") == true)
+            #expect(service["ExecStart"]?.hasPrefix("/usr/bin/mamfs mount -f --force ${BACKING} ${MOUNTPOINT} ") == true)
+            #expect(service["Restart"] == "on-failure")
             #expect(service["ExecStop"] == "/usr/bin/mamfs unmount ${MOUNTPOINT}")
             #expect(service["Environment"] == (unit.kind == "system" ? "MAMFS_STATE=/var/lib/mamfs" : nil))
             let install = Dictionary(Self.settings(try tree.text(unit.path), section: "Install"), uniquingKeysWith: { $1 })
@@ -67,7 +68,25 @@ struct SystemdUnitTests {
         }
     }
 
-    @Test("the user unit's commands, run as systemd runs them with a NAME.conf, mount the configured directory and unmount it on stop",
+    /// Starts `command` (an ExecStart= command line) as the unit's main process, its stderr
+    /// (what the journal would get) in the file `stderr`, and waits up to 10 s for `mountpoint`
+    /// to answer as a mamfs mount.
+    static func startMainProcess(_ command: [String], environment: [String: String], mountpoint: String,
+                                 stderr: String) throws -> Process {
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: command[0])
+        daemon.arguments = Array(command.dropFirst())
+        daemon.environment = environment
+        daemon.standardOutput = FileHandle.nullDevice
+        FileManager.default.createFile(atPath: stderr, contents: nil)
+        daemon.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
+        try daemon.run()
+        var st = stat()
+        for _ in 0..<100 where !(FuseMounts.isMounted(mountpoint) && stat(mountpoint, &st) == 0) { usleep(100_000) }
+        return daemon
+    }
+
+    @Test("the user unit's commands, run as systemd runs them with a NAME.conf, mount the configured directory, mount it again after the daemon was killed (Restart=), and unmount it on stop",
           .enabled(if: InstalledTree.fuseUsable))
     func userUnitMountsAndStops() throws {
         let tree = try InstalledTree(prefix: "/usr")
@@ -101,17 +120,10 @@ struct SystemdUnitTests {
         var environment = sandbox.environment
         for (key, value) in variables { environment[key] = value }
         let start = Self.commandLine(try #require(service["ExecStart"]), variables: variables, home: home, instance: "work")
-        #expect(start == [tree.path("/usr/bin/mamfs"), "mount", "-f", backing, mountpoint, "--account", Fixtures.upn, "-o", "log=\(log)"])
+        #expect(start == [tree.path("/usr/bin/mamfs"), "mount", "-f", "--force", backing, mountpoint, "--account", Fixtures.upn, "-o", "log=\(log)"])
 
-        let daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: start[0])
-        daemon.arguments = Array(start.dropFirst())
-        daemon.environment = environment
-        daemon.standardOutput = FileHandle.nullDevice
-        daemon.standardError = FileHandle.nullDevice
-        try daemon.run()
-        defer { if daemon.isRunning { daemon.terminate() } }
-        for _ in 0..<100 where !FuseMounts.isMounted(mountpoint) { usleep(100_000) }
+        let first = try Self.startMainProcess(start, environment: environment, mountpoint: mountpoint, stderr: sandbox.path("start-1.err"))
+        defer { if first.isRunning { first.terminate() } }
         #expect(FuseMounts.isMounted(mountpoint), "ExecStart mounted \(mountpoint)")
         guard FuseMounts.isMounted(mountpoint) else { return }
 
@@ -121,6 +133,17 @@ struct SystemdUnitTests {
         let info = try jsonArray(try sandbox.run(["info", "--json", backing + "/GPL-3"]))
         #expect(info.first?["owner"] as? String == Fixtures.account, "new files belong to ACCOUNT")
         #expect(info.first?["encrypted"] as? Bool == true)
+
+        // The daemon dies: the mount is left dead; systemd runs ExecStart again, which removes it.
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        #expect(FuseMounts.isMounted(mountpoint), "a dead mount is left behind")
+        let daemon = try Self.startMainProcess(start, environment: environment, mountpoint: mountpoint, stderr: sandbox.path("start-2.err"))
+        defer { if daemon.isRunning { daemon.terminate() } }
+        #expect(daemon.isRunning, "the restarted main process runs")
+        #expect(try sandbox.read(mountpoint + "/GPL-3") == original, "the file reads through the new mount")
+        let said = try String(contentsOfFile: sandbox.path("start-2.err"), encoding: .utf8) + String(contentsOfFile: log, encoding: .utf8)
+        #expect(said.contains("\(mountpoint) was a dead mount"), "the restart says it removed the dead mount: \(said)")
 
         let stop = Self.commandLine(try #require(service["ExecStop"]), variables: variables, home: home, instance: "work")
         let stopped = try runProcess(stop[0], Array(stop.dropFirst()), environment: environment)
