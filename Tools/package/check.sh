@@ -36,7 +36,7 @@ for needed in fuse3 libfuse3-3 libssl3 libsqlite3-0; do
 done
 ok "control: mamfs $version $arch, Depends: $(echo $depends)"
 
-scratch=$(mktemp -d /tmp/mamfs-package-check.XXXXXX)
+scratch=$(mktemp -d -t mamfs-package-check.XXXXXX)
 mountpoint=$scratch/mnt
 daemon_pids() {
     local dir cmdline
