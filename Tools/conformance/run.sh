@@ -42,7 +42,7 @@ managed=$MOUNT_POINT
 mount_kind unmanaged
 unmanaged=$MOUNT_POINT
 managed_pid=$(daemon_pid "$managed") unmanaged_pid=$(daemon_pid "$unmanaged")
-note "managed mount $managed (daemon $managed_pid), unmanaged mount $unmanaged (daemon $unmanaged_pid), mamfs $("$MAMFS" --version)"
+note "managed mount $managed (daemon $managed_pid), unmanaged mount $unmanaged (daemon $unmanaged_pid), $("$MAMFS" --version)"
 
 note "pjdfstest on both mounts"
 timed pjdfstest-managed "$here/pjdfstest.sh" "$managed" "$tools" "$WORK/logs/pjdfstest-managed.log" &
