@@ -36,6 +36,20 @@ struct EncryptedAttributeTests {
         }
     }
 
+    /// Expects each backing file of `names` to be encrypted for the fixture's account and to
+    /// hold none of the plaintext of `$BASE/src.bin` (a non-empty file).
+    static func expectEncryptedCopies(_ m: MountedFixture, _ names: [String],
+                                      sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let plaintext = FileManager.default.contents(atPath: m.base + "/src.bin") ?? Data()
+        #expect(!plaintext.isEmpty, sourceLocation: sourceLocation)
+        for name in names {
+            let header = try m.backingHeader(name)
+            #expect(header?.owner == MountedFixture.account && header?.isEncrypted == true, "\(name): \(String(describing: header))",
+                    sourceLocation: sourceLocation)
+            #expect(!holdsPlaintext(m, name, plaintext), "plaintext of \(name) on the backing disk", sourceLocation: sourceLocation)
+        }
+    }
+
     /// Writes `json` to a new file below the fixture's base and returns its path.
     static func policyFile(_ m: MountedFixture, _ json: String) throws -> String {
         let file = m.base + "/policy-\(UUID().uuidString.prefix(8)).json"
@@ -74,14 +88,10 @@ struct EncryptedAttributeTests {
             user.mam.owner="\(account)"
 
             """, "\(r.out) \(r.err)")
-            let plaintext = FileManager.default.contents(atPath: m.base + "/src.bin") ?? Data()
-            #expect(plaintext.count == 300000)
-            let stored = try m.backingHeaders(under: "pers")
-            #expect(Set(stored.map(\.0)) == ["pers/rs.bin", "pers/cp.bin", "pers/work/w.bin", "pers/cp-dir/w.bin"], "backing files: \(stored.map(\.0))")
-            for (name, header) in stored {
-                #expect(header?.owner == account && header?.isEncrypted == true, "\(name): \(String(describing: header))")
-                #expect(!EncryptedAttributeTests.holdsPlaintext(m, name, plaintext), "plaintext of \(name) on the backing disk")
-            }
+            let copies = ["pers/rs.bin", "pers/cp.bin", "pers/work/w.bin", "pers/cp-dir/w.bin"]
+            let stored = try m.backingHeaders(under: "pers").map(\.0)
+            #expect(Set(stored) == Set(copies), "backing files: \(stored)")
+            try EncryptedAttributeTests.expectEncryptedCopies(m, copies)
         }
     }
 
@@ -121,12 +131,7 @@ struct EncryptedAttributeTests {
               getfattr --only-values -n user.mam.owner $f; echo " $(getfattr --only-values -n user.mam.encrypted $f)"; done
             """)
             #expect(r.out == "ok ok\nsame\n\(MountedFixture.account) 1\nsame\n\(MountedFixture.account) 1\n", "\(r.out) \(r.err)")
-            let plaintext = FileManager.default.contents(atPath: m.base + "/src.bin") ?? Data()
-            for name in ["pers/p", "untagged"] {
-                let header = try m.backingHeader(name)
-                #expect(header?.owner == MountedFixture.account && header?.isEncrypted == true, "\(name): \(String(describing: header))")
-                #expect(!EncryptedAttributeTests.holdsPlaintext(m, name, plaintext), "plaintext of \(name) on the backing disk")
-            }
+            try EncryptedAttributeTests.expectEncryptedCopies(m, ["pers/p", "untagged"])
         }
     }
 
@@ -145,12 +150,7 @@ struct EncryptedAttributeTests {
             for x in f g; do cmp "$BASE/src.bin" $x && echo same; done
             """)
             #expect(r.out == "0\nok\n1\nok\nsame\nsame\n", "\(r.out) \(r.err)")
-            let plaintext = FileManager.default.contents(atPath: m.base + "/src.bin") ?? Data()
-            for name in ["f", "g"] {
-                let header = try m.backingHeader(name)
-                #expect(header?.owner == MountedFixture.account && header?.isEncrypted == true, "\(name): \(String(describing: header))")
-                #expect(!EncryptedAttributeTests.holdsPlaintext(m, name, plaintext), "plaintext of \(name) on the backing disk")
-            }
+            try EncryptedAttributeTests.expectEncryptedCopies(m, ["f", "g"])
         }
     }
 
