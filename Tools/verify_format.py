@@ -284,6 +284,11 @@ def generate():
     }
 
 
+def encrypted_inputs(v):
+    """account key, file key, file id, wrap nonce, header and body of an encrypted vector."""
+    return tuple(bytes.fromhex(v[k]) for k in ("account_key", "file_key", "file_id", "wrap_nonce", "header", "body"))
+
+
 def check_vectors(doc):
     """Recomputes every vector; returns a list of failure messages."""
     failures = []
@@ -297,9 +302,7 @@ def check_vectors(doc):
     for v in doc.get("encrypted", []):
         name = v.get("name", "?")
         try:
-            account_key, file_key = bytes.fromhex(v["account_key"]), bytes.fromhex(v["file_key"])
-            file_id, wrap_nonce = bytes.fromhex(v["file_id"]), bytes.fromhex(v["wrap_nonce"])
-            header, body = bytes.fromhex(v["header"]), bytes.fromhex(v["body"])
+            account_key, file_key, file_id, wrap_nonce, header, body = encrypted_inputs(v)
             plain = pattern(v["plaintext_pattern"], v["plaintext_length"])
             expect(hashlib.sha256(plain).hexdigest() == v["plaintext_sha256"], f"{name}: plaintext sha256")
             built = build_header(v["owner"], True, v["key_id"], file_id, file_key, account_key, wrap_nonce)
@@ -317,9 +320,7 @@ def check_vectors(doc):
     for v in doc.get("sparse", []):
         name = v.get("name", "?")
         try:
-            account_key, file_key = bytes.fromhex(v["account_key"]), bytes.fromhex(v["file_key"])
-            file_id, wrap_nonce = bytes.fromhex(v["file_id"]), bytes.fromhex(v["wrap_nonce"])
-            header, body = bytes.fromhex(v["header"]), bytes.fromhex(v["body"])
+            account_key, file_key, file_id, wrap_nonce, header, body = encrypted_inputs(v)
             unflagged = bytes.fromhex(v["header_without_flag"])
             holes = v["holes"]
             plain = pattern(v["plaintext_pattern"], v["plaintext_length"], holes)

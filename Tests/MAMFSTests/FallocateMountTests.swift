@@ -76,7 +76,7 @@ struct FallocateMountTests {
     }
 
     static func run(_ m: MountedFixture, in directory: String) throws -> [Step] {
-        let r = try shell("python3 - \(shellQuote(directory)) <<'EOF'\n" + script + "\nEOF", environment: m.environment, timeout: 240)
+        let r = try m.python(script, in: directory)
         #expect(r.status == 0, "\(directory): \(r.err)")
         return steps(r.out)
     }
@@ -84,10 +84,10 @@ struct FallocateMountTests {
     @Test("keep size, punch, zero range, allocate: results, errno, sizes and bytes equal ext4's; st_blocks moves the same way",
           arguments: MountedFixture.Kind.allCases)
     func modesMatchExt4(kind: MountedFixture.Kind) throws {
-        let m = try MountedFixture(kind)
-        defer { m.close() }
-        let reference = try Ext4Reference(m)
-        defer { reference.close() }
+        try withMountAndExt4(kind) { m, reference in try Self.compareModes(kind, m, reference) }
+    }
+
+    static func compareModes(_ kind: MountedFixture.Kind, _ m: MountedFixture, _ reference: Ext4Reference) throws {
         let mount = try Self.run(m, in: m.mountpoint)
         let ext4 = try Self.run(m, in: reference.path)
         #expect(mount.count == 17 && ext4.count == 17, "\(mount.count) / \(ext4.count) steps")
@@ -145,10 +145,10 @@ struct FallocateMountTests {
     @Test("truncate -s 64M and a write far past the end store holes: little backing space, zeros read, ext4's bytes",
           arguments: MountedFixture.Kind.allCases)
     func growingStoresHoles(kind: MountedFixture.Kind) throws {
-        let m = try MountedFixture(kind)
-        defer { m.close() }
-        let reference = try Ext4Reference(m)
-        defer { reference.close() }
+        try withMountAndExt4(kind) { m, reference in try Self.compareGrowth(kind, m, reference) }
+    }
+
+    static func compareGrowth(_ kind: MountedFixture.Kind, _ m: MountedFixture, _ reference: Ext4Reference) throws {
         let script = """
         cd "$1" && truncate -s 64M big && printf end | dd of=far bs=1 seek=10485760 conv=notrunc status=none && \
         printf head > grown && truncate -s 5M grown && \

@@ -43,15 +43,12 @@ struct PosixNamespaceTests {
 
     @Test("RENAME_WHITEOUT moves the file and leaves a 0:0 character device, as on ext4", arguments: MountedFixture.Kind.allCases)
     func whiteoutMatchesExt4(kind: MountedFixture.Kind) throws {
-        let m = try MountedFixture(kind)
-        defer { m.close() }
-        let reference = try Ext4Reference(m)
-        defer { reference.close() }
-        func run(_ directory: String) throws -> ProcessResult {
-            try shell("python3 - \(shellQuote(directory)) <<'EOF'\n" + Self.whiteoutScript + "\nEOF", environment: m.environment)
-        }
-        let onMount = try run(m.mountpoint)
-        let onExt4 = try run(reference.path)
+        try withMountAndExt4(kind) { m, reference in try Self.compareWhiteouts(kind, m, reference) }
+    }
+
+    static func compareWhiteouts(_ kind: MountedFixture.Kind, _ m: MountedFixture, _ reference: Ext4Reference) throws {
+        let onMount = try m.python(Self.whiteoutScript, in: m.mountpoint)
+        let onExt4 = try m.python(Self.whiteoutScript, in: reference.path)
         #expect(onMount.status == 0, "\(onMount.err)")
         #expect(onMount.out == onExt4.out, "mount:\n\(onMount.out)\next4:\n\(onExt4.out)")
         #expect(onMount.out == """

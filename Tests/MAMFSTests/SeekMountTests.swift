@@ -50,12 +50,12 @@ struct SeekMountTests {
     @Test("ENXIO for negative offsets and offsets at or past the end; answers inside are correct and find the holes",
           arguments: MountedFixture.Kind.allCases)
     func seekMatchesExt4(kind: MountedFixture.Kind) throws {
-        let m = try MountedFixture(kind)
-        defer { m.close() }
-        let reference = try Ext4Reference(m)
-        defer { reference.close() }
+        try withMountAndExt4(kind) { m, reference in try Self.compare(m, reference) }
+    }
+
+    static func compare(_ m: MountedFixture, _ reference: Ext4Reference) throws {
         func run(_ directory: String) throws -> [String] {
-            let r = try shell("python3 - \(shellQuote(directory)) <<'EOF'\n" + Self.script + "\nEOF", environment: m.environment)
+            let r = try m.python(Self.script, in: directory)
             #expect(r.status == 0, "\(directory): \(r.err)")
             return r.out.split(separator: "\n").map(String.init)
         }

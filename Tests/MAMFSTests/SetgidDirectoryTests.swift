@@ -51,10 +51,10 @@ struct SetgidDirectoryTests {
     @Test("group, S_ISGID of new subdirectories, set-id bits of new files: the same as ext4 for a member and a non-member",
           .enabled(if: geteuid() == 0, "acts as user nobody"), arguments: MountedFixture.Kind.allCases)
     func setgidDirectoryMatchesExt4(kind: MountedFixture.Kind) throws {
-        let m = try MountedFixture(kind, options: ["allow_other"])
-        defer { m.close() }
-        let reference = try Ext4Reference(m)
-        defer { reference.close() }
+        try withMountAndExt4(kind, options: ["allow_other"]) { m, reference in try Self.compare(kind, m, reference) }
+    }
+
+    static func compare(_ kind: MountedFixture.Kind, _ m: MountedFixture, _ reference: Ext4Reference) throws {
         _ = try shell("chmod 755 \(shellQuote(m.base)) \(shellQuote(reference.path))")
         let onMount = try Self.run(in: m.mountpoint, environment: m.environment)
         let onExt4 = try Self.run(in: reference.path, environment: m.environment)

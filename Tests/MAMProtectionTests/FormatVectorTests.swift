@@ -202,6 +202,21 @@ struct FormatVectorTests {
     }
 }
 
+/// A vector whose byte fields are hex strings.
+protocol HexVector {
+    var name: String { get }
+}
+
+extension HexVector {
+    /// The hex field at `field` as bytes.
+    func bytes(_ field: KeyPath<Self, String>) throws -> [UInt8] {
+        guard let bytes = FormatFixture.bytes(hex: self[keyPath: field]) else {
+            throw FormatFixture.Failure("vector \(name): \(field) is not hex")
+        }
+        return bytes
+    }
+}
+
 /// Tools/format-vectors.json.
 struct FormatVectors: Decodable {
     let formatVersion: Int
@@ -212,7 +227,7 @@ struct FormatVectors: Decodable {
     let plain: [Plain]
     let sizes: [Size]
 
-    struct Encrypted: Decodable {
+    struct Encrypted: Decodable, HexVector {
         let name: String
         let accountKey: String
         let fileKey: String
@@ -226,20 +241,12 @@ struct FormatVectors: Decodable {
         let blockNonces: [String]
         let body: String
 
-        /// The hex field at `field` as bytes.
-        func bytes(_ field: KeyPath<Encrypted, String>) throws -> [UInt8] {
-            guard let bytes = FormatFixture.bytes(hex: self[keyPath: field]) else {
-                throw FormatFixture.Failure("vector \(name): \(field) is not hex")
-            }
-            return bytes
-        }
-
         /// The plaintext: byte i is i % 251 (the only pattern the vectors use).
         var plaintext: [UInt8] { (0..<plaintextLength).map { UInt8($0 % 251) } }
     }
 
     /// An encrypted file with holes: the plaintext is the pattern with the `holes` blocks zero.
-    struct Sparse: Decodable {
+    struct Sparse: Decodable, HexVector {
         let name: String
         let accountKey: String
         let fileKey: String
@@ -253,13 +260,6 @@ struct FormatVectors: Decodable {
         let plaintextLength: Int
         let holes: [Int]
         let body: String
-
-        func bytes(_ field: KeyPath<Sparse, String>) throws -> [UInt8] {
-            guard let bytes = FormatFixture.bytes(hex: self[keyPath: field]) else {
-                throw FormatFixture.Failure("vector \(name): \(field) is not hex")
-            }
-            return bytes
-        }
 
         var plaintext: [UInt8] { (0..<plaintextLength).map { holes.contains($0 / 4096) ? 0 : UInt8($0 % 251) } }
     }

@@ -69,7 +69,7 @@ extension ProtectedFileContent {
         if canStoreHoles, newSize > ProtectedFileContent.blockCount(size) * Int64(BlockLayout.plaintextBlockSize) {
             try growWithHoles(from: size, to: newSize)
         } else {
-            try writeEncrypted(offset: newSize, source: nil)
+            try writeEncrypted(offset: newSize, source: nil, size: size)
         }
     }
 

@@ -221,12 +221,11 @@ public final class ProtectedFileContent: @unchecked Sendable {
             return
         }
         let size = try plaintextSize()
-        let firstWritten = offset / Int64(BlockLayout.plaintextBlockSize)
-        if canStoreHoles, firstWritten > ProtectedFileContent.blockCount(size) {
+        if canStoreHoles, offset / Int64(BlockLayout.plaintextBlockSize) > ProtectedFileContent.blockCount(size) {
             try writeAfterHoles(bytes, at: offset, end: plainEnd, size: size)
             return
         }
-        try writeEncrypted(offset: offset, source: bytes)
+        try writeEncrypted(offset: offset, source: bytes, size: size)
     }
 
     /// Sets the plaintext size. Shrinking re-encrypts the new last partial block (a hole stays
@@ -286,11 +285,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// whole call is reserved once, before any ciphertext is written.
     ///
     /// The caller has checked `offset` + the source's count against `maximumPlaintextSize`, so
-    /// every stored offset below fits in off_t.
-    func writeEncrypted(offset: Int64, source: UnsafeRawBufferPointer?) throws {
+    /// every stored offset below fits in off_t. `size`: the current plaintext size when the
+    /// caller has it (one fstat less on the write path).
+    func writeEncrypted(offset: Int64, source: UnsafeRawBufferPointer?, size knownSize: Int64? = nil) throws {
         guard let fileId = header?.encryption?.fileId, let fileKey else { return }
         let bs = Int64(BlockLayout.plaintextBlockSize)
-        let size = try plaintextSize()
+        let size = try knownSize ?? plaintextSize()
         let count = Int64(source?.count ?? 0)
         let end = offset + count
         let newSize = max(size, end)

@@ -30,3 +30,22 @@ final class Ext4Reference: @unchecked Sendable {
 
     deinit { close() }
 }
+
+/// Runs `body` with a fresh mount of `kind` and an ext4 directory to compare it with; both are
+/// always torn down.
+func withMountAndExt4<R>(_ kind: MountedFixture.Kind, options: [String] = [],
+                         _ body: (MountedFixture, Ext4Reference) throws -> R) throws -> R {
+    let m = try MountedFixture(kind, options: options)
+    defer { m.close() }
+    let reference = try Ext4Reference(m)
+    defer { reference.close() }
+    return try body(m, reference)
+}
+
+extension MountedFixture {
+    /// Runs the python3 program `script` with `directory` as its argument, in the fixture's
+    /// environment.
+    func python(_ script: String, in directory: String, timeout: TimeInterval = 240) throws -> ProcessResult {
+        try shell("python3 - \(shellQuote(directory)) <<'EOF'\n" + script + "\nEOF", environment: environment, timeout: timeout)
+    }
+}
