@@ -233,6 +233,8 @@ def generate():
     sparse_nonces = [seq(0x60, 12), None, seq(0x80, 12), None]
     sparse_header = build_header(owner, True, 1, file_id, file_key, account_key, wrap_nonce, sparse=True)
     sparse_body = encrypt_body(file_key, file_id, sparse_plain, sparse_nonces, holes)
+    inputs = {"account_key": account_key.hex(), "file_key": file_key.hex(), "file_id": file_id.hex(),
+              "wrap_nonce": wrap_nonce.hex(), "owner": owner, "key_id": 1}
     sizes = [0, 1, 28, 29, 30, 4095, 4096, 4097, STORED_BLOCK - 1, STORED_BLOCK, STORED_BLOCK + 1,
              STORED_BLOCK + 28, STORED_BLOCK + 29, 3 * STORED_BLOCK, 3 * 1024 * 1024 + 17,
              body_length(3 * 1024 * 1024 + 17), body_length(64 * 1024 * 1024)]
@@ -244,12 +246,7 @@ def generate():
         "stored_block_size": STORED_BLOCK,
         "encrypted": [{
             "name": "owner 8c7f3e1a-..., key id 1, 2 blocks (4096 + 10 bytes)",
-            "account_key": account_key.hex(),
-            "file_key": file_key.hex(),
-            "file_id": file_id.hex(),
-            "wrap_nonce": wrap_nonce.hex(),
-            "owner": owner,
-            "key_id": 1,
+            **inputs,
             "header": header.hex(),
             "plaintext_pattern": "i % 251",
             "plaintext_length": len(plain),
@@ -259,12 +256,7 @@ def generate():
         }],
         "sparse": [{
             "name": "sparse: 4 blocks, block 1 (4096 bytes) and block 3 (last, 10 bytes) are holes",
-            "account_key": account_key.hex(),
-            "file_key": file_key.hex(),
-            "file_id": file_id.hex(),
-            "wrap_nonce": wrap_nonce.hex(),
-            "owner": owner,
-            "key_id": 1,
+            **inputs,
             "header": sparse_header.hex(),
             "header_without_flag": header.hex(),
             "plaintext_pattern": "i % 251",

@@ -107,11 +107,13 @@ struct FormatVectorTests {
             #expect(plain == v.plaintext, "\(v.name)")
             #expect(plain.count == v.plaintextLength)
             // The same body under the header without the flag: its holes fail authentication.
-            try FormatFixture.writeFile(path, try v.bytes(\.headerWithoutFlag) + v.bytes(\.body))
+            let headerWithoutFlag = try #require(v.headerWithoutFlag.flatMap { FormatFixture.bytes(hex: $0) })
+            try FormatFixture.writeFile(path, headerWithoutFlag + v.bytes(\.body))
             let unflagged = try FormatFixture.reopen(file, accountKey: accountKey)
             #expect(unflagged.header?.isSparse == false)
             #expect(try FormatFixture.read(unflagged, at: 0, count: 4096) == Array(v.plaintext[0..<4096]))
-            for hole in v.holes {
+            #expect(v.holes?.isEmpty == false)
+            for hole in v.holes ?? [] {
                 #expect(FormatFixture.isAuthenticationFailure { _ = try FormatFixture.read(unflagged, at: Int64(hole * 4096), count: 1) },
                         "hole \(hole) read without the flag")
             }
@@ -223,7 +225,8 @@ struct FormatVectors: Decodable {
     let blockSize: Int
     let storedBlockSize: Int
     let encrypted: [Encrypted]
-    let sparse: [Sparse]
+    /// Encrypted files with holes (`holes`, `headerWithoutFlag` set).
+    let sparse: [Encrypted]
     let plain: [Plain]
     let sizes: [Size]
 
@@ -240,28 +243,12 @@ struct FormatVectors: Decodable {
         let plaintextLength: Int
         let blockNonces: [String]
         let body: String
+        /// Sparse vectors: the blocks stored as holes, and the same header without the flag.
+        let holes: [Int]?
+        let headerWithoutFlag: String?
 
-        /// The plaintext: byte i is i % 251 (the only pattern the vectors use).
-        var plaintext: [UInt8] { (0..<plaintextLength).map { UInt8($0 % 251) } }
-    }
-
-    /// An encrypted file with holes: the plaintext is the pattern with the `holes` blocks zero.
-    struct Sparse: Decodable, HexVector {
-        let name: String
-        let accountKey: String
-        let fileKey: String
-        let fileId: String
-        let wrapNonce: String
-        let owner: String
-        let keyId: UInt32
-        let header: String
-        let headerWithoutFlag: String
-        let plaintextPattern: String
-        let plaintextLength: Int
-        let holes: [Int]
-        let body: String
-
-        var plaintext: [UInt8] { (0..<plaintextLength).map { holes.contains($0 / 4096) ? 0 : UInt8($0 % 251) } }
+        /// The plaintext: byte i is i % 251 (the only pattern the vectors use), zeros in `holes`.
+        var plaintext: [UInt8] { (0..<plaintextLength).map { (holes ?? []).contains($0 / 4096) ? 0 : UInt8($0 % 251) } }
     }
 
     struct Plain: Decodable {
