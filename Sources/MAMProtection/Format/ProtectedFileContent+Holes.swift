@@ -165,18 +165,15 @@ extension ProtectedFileContent {
             try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: sealed[0..<(count + BlockLayout.overhead)]), at: slotOffset(block))
         }
 
-        var wholeFirst = first
-        var wholeLast = last
-        if !coveredWhole(first) {
-            try zeroPart(first, from: offset, to: min(stop, first * bs + Int64(length(first))))
-            wholeFirst = first + 1
-        }
-        if last > first && !coveredWhole(last) {
-            try zeroPart(last, from: last * bs, to: stop)
-            wholeLast = last - 1
-        }
+        let wholeFirst = coveredWhole(first) ? first : first + 1
+        let wholeLast = last > first && !coveredWhole(last) ? last - 1 : last
+        let holes = wholeFirst <= wholeLast && canStoreHoles
+        // The flag first: a failure there (no key) leaves the file as it was.
+        if holes { try markSparse() }
+        if !coveredWhole(first) { try zeroPart(first, from: offset, to: min(stop, first * bs + Int64(length(first)))) }
+        if last > first && !coveredWhole(last) { try zeroPart(last, from: last * bs, to: stop) }
         guard wholeFirst <= wholeLast else { return }
-        guard canStoreHoles else {
+        guard holes else {
             plain.initializeMemory(as: UInt8.self, repeating: 0)
             for block in wholeFirst...wholeLast {
                 let count = length(block)
@@ -185,7 +182,6 @@ extension ProtectedFileContent {
             }
             return
         }
-        try markSparse()
         try clearStored(from: slotOffset(wholeFirst), to: slotOffset(wholeLast) + Int64(length(wholeLast) + BlockLayout.overhead),
                         keepAllocated: keepAllocated)
     }
