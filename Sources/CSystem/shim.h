@@ -72,4 +72,33 @@ static inline int mamfs_openat2_beneath(int dirfd, const char *path, int flags, 
 static inline int mamfs_close_range(unsigned int first, unsigned int last, unsigned int flags) {
     return (int)syscall(436 /* SYS_close_range */, first, last, flags);
 }
+
+/* statx(2) of `path` below `dirfd` (following symlinks, as stat(2)): the identity of the file
+ * it names. `device` is encoded as st_dev is (glibc's makedev), so it compares with stat(2)'s.
+ * AT_STATX_DONT_SYNC: a network or FUSE filesystem answers from its cached attributes (an
+ * executable on a FUSE mount is not asked for again by the daemon that serves that mount). */
+#include <linux/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+struct mamfs_file_identity {
+    unsigned long long device;
+    unsigned long long inode;
+    long long size;
+    long long mtime_seconds;
+    long long mtime_nanoseconds;
+    unsigned long long mount_id;
+    unsigned int links;
+};
+static inline int mamfs_file_identity_at(int dirfd, const char *path, struct mamfs_file_identity *out) {
+    struct statx sx;
+    if (syscall(SYS_statx, dirfd, path, 0x4000 /* AT_STATX_DONT_SYNC */, STATX_BASIC_STATS | 0x1000U /* STATX_MNT_ID */, &sx) != 0) return -1;
+    out->device = gnu_dev_makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    out->inode = sx.stx_ino;
+    out->size = (long long)sx.stx_size;
+    out->mtime_seconds = sx.stx_mtime.tv_sec;
+    out->mtime_nanoseconds = sx.stx_mtime.tv_nsec;
+    out->mount_id = (sx.stx_mask & 0x1000U) ? sx.stx_mnt_id : 0;
+    out->links = sx.stx_nlink;
+    return 0;
+}
 #endif

@@ -16,8 +16,8 @@ extension MountDaemon {
     /// - Throws: `MAMError.fileNotFound` (a missing directory), `.invalidArguments` (not a
     ///   directory, a mountpoint not empty or inside the backing directory, a bad `-o`, an
     ///   overlapping remote), `.unknownAccount`, `.keyUnavailable` (a wiped account).
-    static func prepare(_ options: inout MountOptions, context: ProtectionContext) throws -> Plan {
-        let (root, mountpoint) = try checkedDirectories(options)
+    static func prepare(_ options: inout MountOptions, context: ProtectionContext, events: MountEvents = MountEvents()) throws -> Plan {
+        let (root, mountpoint) = try checkedDirectories(options, events: events)
         // Resolved once: the locations of files are found from their path in the mount.
         options.mountpoint = mountpoint
         var fuse = try applyMountOptions(&options)
@@ -39,11 +39,13 @@ extension MountDaemon {
         return Plan(rootPath: root, mountpoint: mountpoint, fuseOptions: fuse)
     }
 
-    /// The backing directory and the mountpoint, resolved: both directories, the mountpoint
-    /// empty and not inside the backing directory.
-    private static func checkedDirectories(_ options: MountOptions) throws -> (root: String, mountpoint: String) {
+    /// The backing directory and the mountpoint, resolved: both directories, nothing FUSE
+    /// mounted on the mountpoint (a dead mount is removed with `force`), the mountpoint empty
+    /// and not inside the backing directory.
+    private static func checkedDirectories(_ options: MountOptions, events: MountEvents) throws -> (root: String, mountpoint: String) {
         let root = try resolvedPath(options.backingDirectory, "backing directory")
         guard isDirectory(root) else { throw MAMError.invalidArguments("backing \(options.backingDirectory) is not a directory") }
+        try checkNothingMounted(on: options.mountpoint, force: options.force, events: events)
         let mountpoint = try resolvedPath(options.mountpoint, "mountpoint")
         guard isDirectory(mountpoint) else { throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is not a directory") }
         guard let dir = opendir(mountpoint) else { throw MAMError.fromErrno("mountpoint \(options.mountpoint)") }
@@ -58,6 +60,31 @@ extension MountDaemon {
             throw MAMError.invalidArguments("mountpoint \(options.mountpoint) is inside the backing directory \(options.backingDirectory)")
         }
         return (root, mountpoint)
+    }
+
+    /// Refuses a mountpoint with a FUSE mount on top: a second daemon would be stacked over
+    /// the first, and a dead mount answers ENOTCONN to everything. With `force`, a dead mount
+    /// is removed (and `events.removedDeadMount` told) instead.
+    /// - Throws: `MountFailure` (`.usage`) naming what is there and how to clear it;
+    ///   (`.cantCreate`) when a dead mount cannot be removed.
+    private static func checkNothingMounted(on given: String, force: Bool, events: MountEvents) throws {
+        let (path, state) = MountpointState.find(given)
+        switch state {
+        case .notMounted:
+            return
+        case .live(let entry, _):
+            throw MountFailure(description: "\(given): already mounted (\(MountpointState.describe(entry)) is there); unmount it first with 'mamfs unmount \(given)'",
+                               exitCode: .usage)
+        case .dead(let entry):
+            guard force else {
+                let daemon = entry.filesystemType == MountTable.filesystemType
+                    ? "the mamfs daemon that served \(entry.source) exited" : "the daemon of \(MountpointState.describe(entry)) exited"
+                throw MountFailure(description: "\(given): a dead mount is there (\(daemon)); remove it with 'mamfs unmount \(given)', or mount with --force",
+                                   exitCode: .usage)
+            }
+            try removeDeadMount(path)
+            events.removedDeadMount(path)
+        }
     }
 
     /// Applies mamfs's own `-o` words to `options` and returns the rest, for libfuse.

@@ -17,16 +17,22 @@ public enum MountDaemon {
     /// when the filesystem is unmounted (SIGTERM, SIGINT, SIGHUP or `mamfs unmount`).
     /// - Returns: the process exit code (`.ok` once mounted, or when a foreground mount ended
     ///   cleanly; `.failure` when its FUSE session ended with an error).
+    /// - Parameter events: told when a dead mount was removed (`force`), when the request was
+    ///   checked, and when the mount answers (with the pid serving it).
     /// - Throws: `MAMError.fileNotFound` (missing backing directory or mountpoint),
     ///   `.invalidArguments` (mountpoint not an empty directory, backing not a directory,
     ///   mountpoint inside the backing directory, bad options), `.unknownAccount`,
-    ///   `MountFailure` when the daemon could not mount.
-    public static func run(options: MountOptions, context: ProtectionContext) throws -> ExitCode {
+    ///   `MountFailure` when the daemon could not mount, or (`.usage`) when a FUSE mount is
+    ///   already on the mountpoint, or a dead one without `force`.
+    public static func run(options: MountOptions, context: ProtectionContext, events: MountEvents = MountEvents()) throws -> ExitCode {
         var options = options
-        let plan = try prepare(&options, context: context)
+        let plan = try prepare(&options, context: context, events: events)
+        events.prepared(options)
         if options.foreground {
             try redirectStderr(to: options.logFile)
-            return try serve(options: options, plan: plan, context: context, installSignalHandlers: true) { _ in }
+            return try serve(options: options, plan: plan, context: context, installSignalHandlers: true) { _ in
+                events.started(MountEvents.Started(pid: getpid(), backingDirectory: plan.rootPath, mountpoint: plan.mountpoint))
+            }
         }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw MAMError.fromErrno("pipe") }
@@ -46,16 +52,12 @@ public enum MountDaemon {
             _exit(code.rawValue)
         }
         close(fds[1])
-        var message: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 512)
-        while true {
-            let n = read(fds[0], &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            message += chunk[0..<n]
-        }
+        let message = readToEnd(fds[0])
         close(fds[0])
-        if message.first == UInt8(ascii: "0") { return .ok }
+        if message.first == UInt8(ascii: "0") {
+            events.started(MountEvents.Started(pid: pid, backingDirectory: plan.rootPath, mountpoint: plan.mountpoint))
+            return .ok
+        }
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         guard !message.isEmpty else {
@@ -67,24 +69,16 @@ public enum MountDaemon {
         throw MountFailure(description: parts.count > 1 ? String(parts[1]) : text, exitCode: code)
     }
 
-    /// Unmounts a mamfs mount: `fusermount3 -u`, falling back to a lazy `fusermount3 -uz`.
-    /// - Throws: `MAMError.system` when neither worked (not mounted, no permission).
-    public static func unmount(mountpoint: String) throws {
-        if spawn(["fusermount3", "-u", mountpoint]) == 0 { return }
-        if spawn(["fusermount3", "-uz", mountpoint]) == 0 { return }
-        throw MAMError.system("unmount \(mountpoint)", errno: EINVAL)
-    }
-
-    /// Runs a program from PATH and returns its exit status (127 when it could not start).
-    static func spawn(_ arguments: [String]) -> Int32 {
-        var argv = arguments.map { strdup($0) }
-        argv.append(nil)
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        guard posix_spawnp(&pid, arguments[0], nil, nil, argv, environ) == 0 else { return 127 }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    /// Everything readable from `fd` until end of file (retrying EINTR; an error ends it too).
+    static func readToEnd(_ fd: Int32) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return bytes }
+            bytes += chunk[0..<n]
+        }
     }
 
     /// An absolute path for -o log=FILE (relative to the current directory: the daemon changes to /).
@@ -204,6 +198,10 @@ public enum MountDaemon {
                 throw MountFailure(description: "cannot mount on \(plan.mountpoint) (see the message above; is /dev/fuse usable?)", exitCode: .cantCreate)
             }
             defer { fuse_session_unmount(session) }
+            if options.verbose {
+                let owner = options.account.isEmpty ? "unmanaged" : options.account
+                fs.log("mounted \(plan.rootPath) on \(plan.mountpoint) (pid \(getpid()); new files outside protected directories: \(owner))")
+            }
             ready(session)
             fs.start()
             defer { fs.stop() }
@@ -217,6 +215,7 @@ public enum MountDaemon {
             // buffers. DaemonRobustnessTests.workerThreadsPersistWithinTheCap holds this.
             fuse_loop_cfg_set_max_threads(config, UInt32(MountDaemon.workerThreads))
             let rc = fuse_session_loop_mt(session, config)
+            if options.verbose { fs.log("unmounted \(plan.mountpoint); the daemon exits") }
             return rc < 0 ? .failure : .ok
         }
     }

@@ -69,6 +69,11 @@ public struct MountOptions: Sendable, Equatable {
     /// given. Ignored by a plain mount, whose files are where the policy's `locations`
     /// prefixes put their path in the mount (mountpoint + relative path).
     public var location: StorageLocation = .other
+    /// `--force`: a dead mount on the mountpoint (its daemon exited; the mountpoint answers
+    /// ENOTCONN) is removed first. A live mount there is refused as without it.
+    public var force = false
+    /// `-v`: the daemon also logs when it has mounted (with its pid) and when it was unmounted.
+    public var verbose = false
 
     public init(backingDirectory: String, mountpoint: String, account: String = "", foreground: Bool = false,
                 fuseOptions: [String] = [], attributeTimeout: Double = 1, entryTimeout: Double = 1,

@@ -145,6 +145,21 @@ public struct MountTable: Sendable, Equatable {
         return resolvedParent == "/" ? "/" + name : resolvedParent + "/" + name
     }
 
+    /// `path` as the kernel lists a mount point: made absolute, `.` and `..` removed, the
+    /// symbolic links of its parent directories resolved; the last component itself is never
+    /// looked at (on a dead FUSE mount that fails, on a hung one it blocks).
+    public static func mountPointPath(_ path: String) -> String {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            absolute = PathName.appending(path, to: currentDirectory())
+        }
+        absolute = PathName.normalized(absolute)
+        guard absolute != "/" else { return absolute }
+        let name = PathName.lastComponent(of: absolute)
+        guard let resolvedParent = realPath(PathName.directory(of: absolute)) else { return absolute }
+        return resolvedParent == "/" ? "/" + name : resolvedParent + "/" + name
+    }
+
     private static func currentDirectory() -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         guard getcwd(&buffer, buffer.count) != nil else { return "/" }

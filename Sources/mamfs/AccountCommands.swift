@@ -33,7 +33,7 @@ enum AccountCommands {
     static let wipe = Verb(
         "wipe",
         usage: ["mamfs wipe ACCOUNT [--root DIR]... [--state DIR]"],
-        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits \(ExitCode.ioErr) when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
+        summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Directories of the account (tagged with it, or untagged below one that is) that are left empty are removed too; the roots themselves, directories of other owners, untagged ones and any that still hold something stay. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits \(ExitCode.ioErr) when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
         options: ["--root DIR              also search DIR for the account's files (repeatable)"],
         spec: ArgumentSpec(repeatable: ["--root"], positionals: 1...1),
         run: runWipe)
@@ -112,7 +112,8 @@ enum AccountCommands {
         let progress = ProgressLine(prefix: "mamfs: wipe: ")
         defer { progress.finish() }
         let report = try attempt(account) {
-            try context.enrollment.wipe(account, roots: roots, progress: { progress.update(describe($0)) })
+            try context.enrollment.wipe(account, roots: roots, progress: { progress.update(describe($0)) },
+                                        removed: invocation.verbose ? { Output.line("removed \($0)") } : nil)
         }
         progress.finish()
         let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)

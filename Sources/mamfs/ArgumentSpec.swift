@@ -1,5 +1,6 @@
 /// What one verb accepts: boolean flags, options that take a value (some of them repeatable)
-/// and how many positional arguments. `--state DIR` and `--help` are added to every verb.
+/// and how many positional arguments. `--state DIR`, `--help` and `-v`/`--verbose` are added to
+/// every verb.
 struct ArgumentSpec: Sendable {
     /// Flags without a value, e.g. `--json`, `-R`.
     var flags: Set<String> = []
@@ -14,10 +15,12 @@ struct ArgumentSpec: Sendable {
 
     static let stateOption = "--state"
     static let helpFlag = "--help"
+    static let verboseFlag = "--verbose"
+    static let verboseShortFlag = "-v"
 
     init(flags: Set<String> = [], options: Set<String> = [], repeatable: Set<String> = [],
          positionals: ClosedRange<Int> = 0...0) {
-        self.flags = flags.union([Self.helpFlag])
+        self.flags = flags.union([Self.helpFlag, Self.verboseFlag, Self.verboseShortFlag])
         self.options = options.union(repeatable).union([Self.stateOption])
         self.repeatable = repeatable
         self.minPositionals = positionals.lowerBound

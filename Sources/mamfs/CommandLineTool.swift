@@ -37,7 +37,7 @@ enum CommandLineTool {
 
     static var helpText: String {
         var lines = [
-            "usage: mamfs VERB [ARGUMENTS] [--state DIR]",
+            "usage: mamfs [--state DIR] [-v] VERB [ARGUMENTS]",
             "",
             "mamfs protects files the way mobile application management does: every file carries its",
             "owner's accountId, files of the managed account are encrypted (AES-256-GCM), and a",
@@ -50,36 +50,54 @@ enum CommandLineTool {
         }
         lines += [
             "",
+            "global options (before or after the verb):",
+            "  --state DIR             the state directory (default: $MAMFS_STATE, else $XDG_DATA_HOME/mamfs,",
+            "                          else ~/.local/share/mamfs)",
+        ] + Verb.verboseHelp + [
+            "  --help                  this overview; 'mamfs VERB --help' or 'mamfs --help VERB' describes a verb",
+            "  --version               print the version",
+            "",
             "ACCOUNT is an accountId (GUID) or a UPN, in any case.",
-            "The state directory is --state DIR, else $MAMFS_STATE, else $XDG_DATA_HOME/mamfs, else",
-            "~/.local/share/mamfs. 'mamfs VERB --help' describes a verb.",
             "",
             "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.software) internal",
-            "error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable (retry",
-            "later), \(ExitCode.noPerm) denied by policy or key unavailable.",
+            "error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable or daemon",
+            "still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }
 
     /// Runs the command line `arguments` (without the program name); returns the exit code.
+    /// Options before the verb are `GlobalOptions`.
     static func run(_ arguments: [String], environment: [String: String]) -> ExitCode {
-        guard let first = arguments.first else {
+        let globals: GlobalOptions
+        let words: [String]
+        do {
+            (globals, words) = try GlobalOptions.parse(arguments)
+        } catch {
+            Output.error("mamfs: \(error.message)")
+            Output.error("Try 'mamfs --help'.")
+            return ExitCode.usage
+        }
+        if globals.version {
+            Output.line("mamfs \(version)")
+            return ExitCode.ok
+        }
+        guard let first = words.first else {
+            if globals.help {
+                Output.out(helpText)
+                return ExitCode.ok
+            }
             Output.error("mamfs: missing verb")
             Output.error("Try 'mamfs --help'.")
             return ExitCode.usage
         }
-        switch first {
-        case "--help", "-h", "help":
+        if first == "help" {
             Output.out(helpText)
             return ExitCode.ok
-        case "--version":
-            Output.line("mamfs \(version)")
-            return ExitCode.ok
-        default:
-            break
         }
 
-        var rest = Array(arguments.dropFirst())
+        // The global options go to the verb's own parser, after its arguments.
+        var rest = Array(words.dropFirst()) + globals.verbArguments
         var name = first
         // A group that is also a verb (`mamfs audit [OPTIONS]`) runs that verb unless a sub-verb follows.
         let runsGroupVerb = verbs.contains { $0.name == first }
@@ -128,7 +146,8 @@ enum CommandLineTool {
             if let state = parsed.state, state.isEmpty {
                 throw UsageError("--state needs a directory")
             }
-            let invocation = Invocation(verb: verb.name, environment: environment, explicitState: parsed.state)
+            var invocation = Invocation(verb: verb.name, environment: environment, explicitState: parsed.state)
+            invocation.verbose = parsed.verbose
             return try verb.run(parsed, invocation)
         } catch let error as UsageError {
             Output.error("mamfs: \(verb.name): \(error.message)")

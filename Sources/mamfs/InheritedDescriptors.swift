@@ -13,10 +13,12 @@ enum InheritedDescriptors {
         for fd in open where fd > 2 { SystemCall.close(fd) }
     }
 
-    /// True for a command line that starts a mount daemon (`mount` without `-f` or `--help`).
+    /// True for a command line that starts a mount daemon (`mount` without `-f` or `--help`,
+    /// after any global options: `mamfs --state DIR -v mount ...`).
     static func startsDaemon(_ arguments: [String]) -> Bool {
-        guard arguments.first == "mount" else { return false }
-        let options = arguments.prefix { $0 != "--" }
+        guard let (globals, words) = try? GlobalOptions.parse(arguments), !globals.help, !globals.version,
+              words.first == "mount" else { return false }
+        let options = words.prefix { $0 != "--" }
         return !options.contains("-f") && !options.contains("--help")
     }
 }

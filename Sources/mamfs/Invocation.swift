@@ -8,6 +8,8 @@ struct Invocation {
     let environment: [String: String]
     /// The `--state DIR` value, if given.
     let explicitState: String?
+    /// `-v`/`--verbose` (before or after the verb): say more where the verb has more to say.
+    var verbose = false
 
     /// The environment variable naming a passphrase file for a passphrase-derived master key.
     static let passphraseVariable = "MAMFS_PASSPHRASE_FILE"

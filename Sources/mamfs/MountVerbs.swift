@@ -7,10 +7,10 @@ import MAMProtection
 enum MountVerbs {
     static let mount = Verb(
         "mount",
-        usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]",
+        usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [--force] [-o OPTIONS] [--state DIR]",
                 "mamfs mount BACKING MOUNTPOINT --remote DIR --provider non-replicated|replicated",
-                "            [--sync-interval SECONDS] [--location NAME] [--account ACCOUNT] [-f] [-o OPTIONS] [--state DIR]"],
-        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. Returns once the mount answers unless -f.",
+                "            [--sync-interval SECONDS] [--location NAME] [--account ACCOUNT] [-f] [--force] [-o OPTIONS] [--state DIR]"],
+        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. \(noAccountSentence) With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. A MOUNTPOINT that already has a FUSE mount is refused (\(ExitCode.usage)); so is a dead one (its daemon exited; 'Transport endpoint is not connected') unless --force. Returns once the mount answers unless -f.",
         options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged);",
                   "                        with --provider, the domain's account",
                   "--remote DIR            the remote directory of a file-provider mount (needs --provider)",
@@ -19,18 +19,31 @@ enum MountVerbs {
                   "--location NAME         the storage location the provider mount is for the policy's",
                   "                        saveToLocations/openFromLocations (default Other)",
                   "-f                      stay in the foreground until unmounted (SIGINT/SIGTERM unmount)",
+                  "--force                 remove a dead mount on MOUNTPOINT first (as 'mamfs unmount' does)",
                   "-o OPTIONS              FUSE options, comma-separated (allow_other, ro, default_permissions,",
                   "                        attr_timeout=S, entry_timeout=S, ...); repeatable"],
-        spec: ArgumentSpec(flags: ["-f"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location"],
+        spec: ArgumentSpec(flags: ["-f", "--force"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location"],
                            repeatable: ["-o"], positionals: 2...2),
         run: runMount)
 
     static let unmount = Verb(
         "unmount",
-        usage: ["mamfs unmount MOUNTPOINT [--state DIR]"],
-        summary: "Unmount a mamfs mount (fusermount3 -u, lazily if it is busy).",
-        spec: ArgumentSpec(positionals: 1...1),
+        usage: ["mamfs unmount MOUNTPOINT [--timeout SECONDS] [--state DIR]"],
+        summary: "Unmount a mamfs mount (fusermount3 -u) and return once its daemon has exited. A busy mount (a process has its working directory or a file open in it) is detached lazily: it disappears at once and its daemon exits when the last user leaves. A dead mount (its daemon exited) is removed. A daemon still running after the timeout is reported with exit \(ExitCode.tempFail) (the mount is gone then).",
+        options: ["--timeout SECONDS       how long to wait for the daemon to exit (default \(MountDaemon.seconds(MountDaemon.defaultUnmountTimeout)))"],
+        spec: ArgumentSpec(options: ["--timeout"], positionals: 1...1),
         run: runUnmount)
+
+    /// What a mount without `--account` does with new files, for `mount --help`.
+    static let noAccountSentence = "Without --account, new files outside protected directories are unmanaged (personal) and stored plain; mount says so on stderr."
+
+    /// The note a mount without `--account` prints on stderr as it starts.
+    static let noAccountNote = "mamfs: mount: note: no --account: new files outside protected directories are unmanaged (personal) and stored plain; mount with --account ACCOUNT to make them the account's managed files"
+
+    /// The note for a dead mount that was removed (`unmount`, `mount --force`).
+    static func deadMountNote(verb: String, _ mountpoint: String) -> String {
+        "mamfs: \(verb): note: \(mountpoint) was a dead mount (its daemon had exited); removed it"
+    }
 
     static func runMount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let backing = arguments.positionals[0]
@@ -43,14 +56,26 @@ enum MountVerbs {
                                    fuseOptions: arguments.values("-o"),
                                    stateDirectory: invocation.stateDirectory.url.path,
                                    passphraseFile: invocation.passphraseFile)
+        options.force = arguments.flag("--force")
+        options.verbose = invocation.verbose
         if let provider {
             options.remote = MountTable.resolvedPath(provider.remote)
             options.provider = provider.kind
             options.syncInterval = provider.syncInterval
             options.location = provider.location
         }
+        var events = MountEvents()
+        events.removedDeadMount = { _ in Output.error(deadMountNote(verb: "mount", mountpoint)) }
+        if arguments.value("--account") == nil {
+            events.prepared = { _ in Output.error(noAccountNote) }
+        }
+        if invocation.verbose {
+            events.started = { started in
+                Output.line("Mounted \(started.backingDirectory) on \(started.mountpoint) (daemon pid \(started.pid))")
+            }
+        }
         do {
-            return try MountDaemon.run(options: options, context: context)
+            return try MountDaemon.run(options: options, context: context, events: events)
         } catch let failure as MountFailure {
             throw CommandFailure(subject: mountpoint, message: failure.description, exitCode: failure.exitCode)
         } catch {
@@ -101,29 +126,31 @@ enum MountVerbs {
 
     static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let mountpoint = arguments.positionals[0]
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CommandFailure(subject: mountpoint, message: "no such directory", exitCode: ExitCode.noInput)
+        var timeout = MountDaemon.defaultUnmountTimeout
+        if let text = arguments.value("--timeout") {
+            guard let value = Double(text), value.isFinite, value >= 0 else {
+                throw UsageError("--timeout: expected a number of seconds, got '\(InputQuote.short(text))'")
+            }
+            timeout = value
         }
-        guard isFuseMount(mountpoint) else {
-            throw CommandFailure(subject: mountpoint, message: "not a mamfs mount", exitCode: ExitCode.noInput)
-        }
+        let result: MountDaemon.UnmountResult
         do {
-            try MountDaemon.unmount(mountpoint: mountpoint)
-        } catch {
-            throw CommandFailure(subject: mountpoint, message: "cannot unmount: not a mamfs mount, or not yours",
-                                 exitCode: ExitCode.noInput)
+            result = try MountDaemon.unmount(mountpoint: mountpoint, timeout: timeout)
+        } catch let failure as MountFailure {
+            throw CommandFailure(subject: mountpoint, message: failure.description, exitCode: failure.exitCode)
+        }
+        switch result {
+        case .unmounted(let daemons):
+            if invocation.verbose {
+                let pids = daemons.map(String.init).joined(separator: ", ")
+                Output.line(daemons.isEmpty ? "Unmounted \(mountpoint) (its daemon was not found, so not waited for)"
+                            : "Unmounted \(mountpoint) (daemon pid\(daemons.count == 1 ? "" : "s") \(pids) exited)")
+            }
+        case .deadMountRemoved:
+            Output.error(deadMountNote(verb: "unmount", mountpoint))
+        case .detachedLazily:
+            Output.error("mamfs: unmount: note: \(mountpoint) is busy (a process has its working directory or a file open in it): detached lazily; its daemon exits when the last one leaves")
         }
         return ExitCode.ok
-    }
-
-    /// True when the mount table lists `path` (resolved) as a FUSE mount, so `unmount`
-    /// answers "not a mamfs mount" itself instead of passing fusermount3's complaints through.
-    /// Without a readable table, fusermount3 is left to decide.
-    static func isFuseMount(_ path: String) -> Bool {
-        guard let resolved = realpath(path, nil) else { return false }
-        let target = String(cString: resolved)
-        free(resolved)
-        return MountTable.current()?.isFuseMount(target) ?? true
     }
 }

@@ -16,6 +16,9 @@ struct ParsedArguments: Equatable {
     /// True when `--help` was given.
     var wantsHelp: Bool { flag(ArgumentSpec.helpFlag) }
 
+    /// True when `-v` or `--verbose` was given.
+    var verbose: Bool { flag(ArgumentSpec.verboseFlag) || flag(ArgumentSpec.verboseShortFlag) }
+
     /// The `--state DIR` value, if given.
     var state: String? { value(ArgumentSpec.stateOption) }
 }

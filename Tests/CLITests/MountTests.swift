@@ -4,7 +4,7 @@ import Testing
 import MAMTestSupport
 
 /// True when this process may open /dev/fuse (mount tests need it).
-private let fuseUsable: Bool = {
+let fuseUsable: Bool = {
     let fd = open("/dev/fuse", O_RDWR)
     if fd >= 0 { close(fd) }
     return fd >= 0

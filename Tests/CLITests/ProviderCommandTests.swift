@@ -3,13 +3,6 @@ import MAMProtection
 import Testing
 import MAMTestSupport
 
-/// True when this process may open /dev/fuse (mount tests need it).
-private let fuseUsable: Bool = {
-    let fd = open("/dev/fuse", O_RDWR)
-    if fd >= 0 { close(fd) }
-    return fd >= 0
-}()
-
 /// A sandbox with an enrolled managed account, a remote directory with a small tree and an
 /// empty local root.
 private struct ProviderSandbox {

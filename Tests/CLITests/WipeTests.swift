@@ -116,4 +116,80 @@ struct WipeTests {
         #expect(!sandbox.exists(file))
         #expect(sandbox.exists(copy))
     }
+
+    /// Every path below `root` (relative, directories with a trailing "/"), sorted.
+    func tree(_ root: String) throws -> [String] {
+        let names = try FileManager.default.subpathsOfDirectory(atPath: root)
+        return names.map { name in
+            var isDirectory: ObjCBool = false
+            FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isDirectory)
+            return isDirectory.boolValue ? name + "/" : name
+        }.sorted()
+    }
+
+    @Test("wipe removes the directories of the account it leaves empty (tagged, or below a tagged one without a tag of their own) and keeps personal, other owners' and untagged ones, and every non-empty one")
+    func wipeRemovesTheAccountsEmptiedDirectories() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let t = "t"
+        try sandbox.write("\(t)/work/report.txt", "corporate report\n")
+        try sandbox.write("\(t)/work/deep/plan.txt", "corporate plan\n")
+        try sandbox.write("\(t)/work/deep/deeper/x.txt", "corporate x\n")
+        try FileManager.default.createDirectory(atPath: sandbox.path("\(t)/work/deep/already-empty"), withIntermediateDirectories: true)
+        try sandbox.write("\(t)/work/keep/holiday.txt", "personal\n")
+        try sandbox.write("\(t)/work/personal/sub/note.txt", "corporate note\n")
+        try sandbox.write("\(t)/work/other/y.txt", "corporate y\n")
+        try sandbox.write("\(t)/mixed/budget.csv", "1,2,3\n")
+        try sandbox.write("\(t)/plain/readme.txt", "untagged\n")
+        let steps: [[String]] = [
+            ["protect", sandbox.path("\(t)/work"), "-R", "--account", Fixtures.upn],
+            ["protect", sandbox.path("\(t)/work/keep/holiday.txt"), "--account", ""],
+            ["protect", sandbox.path("\(t)/work/personal"), "-R", "--account", ""],
+            ["protect", sandbox.path("\(t)/work/personal/sub/note.txt"), "--account", Fixtures.account],
+            ["protect", sandbox.path("\(t)/work/other"), "--account", Fixtures.otherAccount],
+            ["protect", sandbox.path("\(t)/mixed/budget.csv"), "--account", Fixtures.account],
+        ]
+        for step in steps {
+            let result = try sandbox.run(step)
+            #expect(result.status == 0, "\(step): \(result.err)")
+        }
+        let before = try tree(sandbox.path(t))
+        #expect(before.contains("work/deep/deeper/x.txt") && before.contains("work/deep/already-empty/"))
+
+        let wipe = try sandbox.run(["wipe", Fixtures.account, "--root", sandbox.path(t)])
+        #expect(wipe.status == 0, "\(wipe.err)")
+        #expect(wipe.out == "Wiped \(Fixtures.account): removed 6 files and 3 directories, destroyed 1 key\n")
+        #expect(try tree(sandbox.path(t)) == [
+            "mixed/",
+            "plain/", "plain/readme.txt",
+            "work/",
+            "work/keep/", "work/keep/holiday.txt",
+            "work/other/",
+            "work/personal/", "work/personal/sub/",
+        ])
+        #expect(try sandbox.read(sandbox.path("\(t)/work/keep/holiday.txt")).contains("personal"))
+        let info = try jsonArray(try sandbox.run(["info", "--json", sandbox.path("\(t)/work"), sandbox.path("\(t)/work/other"),
+                                                  sandbox.path("\(t)/work/personal")]))
+        #expect(info.map { $0["owner"] is NSNull ? "untagged" : ($0["owner"] as? String ?? "?") } == ["untagged", Fixtures.otherAccount, ""],
+                "the emptied work directory that still holds others' files loses its tag; the others keep theirs")
+    }
+
+    @Test("wipe -v lists each file and directory it removes, on stdout before the summary")
+    func verboseWipe() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let file = try sandbox.write("v/work/sub/a.txt", "corporate\n")
+        try sandbox.write("v/personal.txt", "mine\n")
+        #expect(try sandbox.run(["protect", sandbox.path("v/work"), "-R", "--account", Fixtures.account]).status == 0)
+        let wipe = try sandbox.run(["-v", "wipe", Fixtures.account, "--root", sandbox.path("v")])
+        #expect(wipe.status == 0, "\(wipe.err)")
+        #expect(wipe.out == """
+        removed \(file)
+        removed \(sandbox.path("v/work/sub"))
+        removed \(sandbox.path("v/work"))
+        Wiped \(Fixtures.account): removed 1 file and 2 directories, destroyed 1 key
+
+        """)
+        #expect(try tree(sandbox.path("v")) == ["personal.txt"])
+    }
 }

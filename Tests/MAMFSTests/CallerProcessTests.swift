@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
+import MAMProtection
 import MAMTestSupport
 import Synchronization
 import Testing
 @testable import MAMFS
 
-/// The caller's executable, read from /proc and cached per (pid, start time).
+/// The caller's executable, read from /proc and cached per (pid, executable file).
 @Suite("Caller process identity")
 struct CallerProcessTests {
     /// A started `executable` (not waited for): its pid, killed and reaped by `stop`.
@@ -40,15 +41,6 @@ struct CallerProcessTests {
         guard let resolved = realpath(path, nil) else { return path }
         defer { free(resolved) }
         return String(cString: resolved)
-    }
-
-    @Test("field 22 of a stat line whose command name holds ')' and spaces")
-    func startTimeAfterTheLastParenthesis() {
-        let fields = (3...52).map { $0 == 22 ? "987654321" : "\($0)" }.joined(separator: " ")
-        let line = Array("4242 (evil) 1 2 3 (x) y) ".utf8) + Array(fields.utf8) + [10]
-        #expect(CallerProcesses.startTime(statLine: line) == 987_654_321)
-        #expect(CallerProcesses.startTime(statLine: Array("12 (short) S 1 2".utf8)) == nil)
-        #expect(CallerProcesses.startTime(statLine: Array("no parenthesis".utf8)) == nil)
     }
 
     @Test("the test process's own pid: its executable path, file and SHA-256")
@@ -105,39 +97,75 @@ struct CallerProcessTests {
         #expect(second !== first)
     }
 
-    /// A /proc-like directory for pid 4242 with a stat line of `startTime` and exe -> `target`.
-    static func fakeProcess(_ root: String, startTime: UInt64, exe target: String) throws {
-        let directory = root + "/4242"
+    /// A /proc-like directory for `pid` whose exe -> `target` (a real file, so statx follows it).
+    static func fakeProcess(_ root: String, pid: Int = 4242, exe target: String) throws {
+        let directory = root + "/\(pid)"
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let fields = (3...52).map { $0 == 22 ? "\(startTime)" : "0" }.joined(separator: " ")
-        try Data("4242 (prog) \(fields)\n".utf8).write(to: URL(fileURLWithPath: directory + "/stat"))
         try FileManager.default.createSymbolicLink(atPath: directory + "/exe", withDestinationPath: target)
     }
 
-    @Test("a reused pid (same pid, another start time) is read again, not taken from the cache")
-    func reusedPidIsANewProcess() throws {
+    @Test("a pid that runs another executable file (execve, or the pid reused) is read again")
+    func anotherExecutableIsReadAgain() throws {
         let root = try TempDirectory(prefix: "mamfs-proc")
         let processes = CallerProcesses(procRoot: root.path)
-        try CallerProcessTests.fakeProcess(root.path, startTime: 100, exe: "/bin/cat")
+        try CallerProcessTests.fakeProcess(root.path, exe: "/bin/cat")
         let before = processes.executable(of: 4242)
         #expect(before.path == "/bin/cat")
-        #expect(before.process == ProcessKey(pid: 4242, startTime: 100))
-        try CallerProcessTests.fakeProcess(root.path, startTime: 100, exe: "/bin/sleep")
-        // The same process (same start time): the cached executable.
-        #expect(processes.executable(of: 4242).path == "/bin/cat")
-        try CallerProcessTests.fakeProcess(root.path, startTime: 200, exe: "/bin/sleep")
+        var st = stat()
+        #expect(stat("/bin/cat", &st) == 0)
+        #expect(before.process?.pid == 4242 && before.file == ExecutableFileID(st))
+        #expect(processes.executable(of: 4242) === before)
+        try CallerProcessTests.fakeProcess(root.path, exe: "/bin/sleep")
         let after = processes.executable(of: 4242)
         #expect(after.path == "/bin/sleep")
-        #expect(after.process == ProcessKey(pid: 4242, startTime: 200))
+        #expect(stat("/bin/sleep", &st) == 0)
+        #expect(after.file == ExecutableFileID(st))
         #expect(processes.count == 2)
+    }
+
+    @Test("a real process that execs another program is that program from then on")
+    func execIsSeen() throws {
+        let root = try TempDirectory(prefix: "mamfs-exec")
+        let fifo = root.path + "/go"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let processes = CallerProcesses()
+        let shell = CallerProcessTests.realPath("/bin/sh")
+        let tail = CallerProcessTests.realPath("/usr/bin/tail")
+        let pid = try CallerProcessTests.spawn("/bin/sh", ["-c", "read line < \(shellQuote(fifo)); exec /usr/bin/tail -f /dev/null"])
+        defer { CallerProcessTests.stop(pid) }
+        #expect(processes.executable(of: pid).path == shell)
+        let writer = open(fifo, O_WRONLY)
+        #expect(writer >= 0)
+        _ = "go\n".withCString { write(writer, $0, 3) }
+        close(writer)
+        // The exec happens in the child's own time: wait for its exe to change (at most 10 s).
+        let deadline = Date().addingTimeInterval(10)
+        while (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) != tail, Date() < deadline {
+            usleep(10_000)
+        }
+        #expect(processes.executable(of: pid).path == tail)
+    }
+
+    @Test("a file with several hard links: the path the process runs it by, checked on every lookup")
+    func hardLinkedExecutablePath() throws {
+        let root = try TempDirectory(prefix: "mamfs-proc")
+        let files = try TempDirectory(prefix: "mamfs-links")
+        let first = files.path + "/applet-a", second = files.path + "/applet-b"
+        try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: first))
+        #expect(link(first, second) == 0)
+        let processes = CallerProcesses(procRoot: root.path)
+        try CallerProcessTests.fakeProcess(root.path, exe: first)
+        #expect(processes.executable(of: 4242).path == first)
+        try CallerProcessTests.fakeProcess(root.path, exe: second)
+        #expect(processes.executable(of: 4242).path == second)
     }
 
     @Test("a deleted executable keeps its path without the kernel's suffix")
     func deletedSuffixIsStripped() throws {
         let root = try TempDirectory(prefix: "mamfs-proc")
         let processes = CallerProcesses(procRoot: root.path)
-        try CallerProcessTests.fakeProcess(root.path, startTime: 7, exe: "/opt/app/bin/tool (deleted)")
+        try CallerProcessTests.fakeProcess(root.path, exe: "/opt/app/bin/tool (deleted)")
         let executable = processes.executable(of: 4242)
         #expect(executable.path == "/opt/app/bin/tool")
         #expect(executable.file == nil)
@@ -148,20 +176,40 @@ struct CallerProcessTests {
     func boundedLeastRecentlyUsed() throws {
         let root = try TempDirectory(prefix: "mamfs-proc")
         let processes = CallerProcesses(capacity: 2, procRoot: root.path)
-        for (start, exe) in [(1, "/bin/cat"), (2, "/bin/sleep")] as [(UInt64, String)] {
-            try CallerProcessTests.fakeProcess(root.path, startTime: start, exe: exe)
-            _ = processes.executable(of: 4242)
+        for pid in [1, 2] {
+            try CallerProcessTests.fakeProcess(root.path, pid: pid, exe: "/bin/cat")
+            _ = processes.executable(of: pid_t(pid))
         }
+        let second = processes.executable(of: 2)
         #expect(processes.count == 2)
-        try CallerProcessTests.fakeProcess(root.path, startTime: 3, exe: "/bin/ls")
-        _ = processes.executable(of: 4242)
+        try CallerProcessTests.fakeProcess(root.path, pid: 3, exe: "/bin/cat")
+        let third = processes.executable(of: 3)
         #expect(processes.count == 2)
-        // Start time 1 was used least recently: read again from the (now changed) entry.
-        try CallerProcessTests.fakeProcess(root.path, startTime: 1, exe: "/bin/true")
-        #expect(processes.executable(of: 4242).path == "/bin/true")
-        // Start time 3 stayed.
-        try CallerProcessTests.fakeProcess(root.path, startTime: 3, exe: "/bin/false")
-        #expect(processes.executable(of: 4242).path == "/bin/ls")
+        // Pid 1 was used least recently: gone (read again: a new object); 2 and 3 stayed.
+        #expect(processes.executable(of: 2) === second)
+        #expect(processes.executable(of: 3) === third)
+        #expect(processes.count == 2)
+    }
+
+    @Test("decisions are kept per state generation: a new generation asks again, an older one never overwrites it")
+    func decisionMemoGenerations() {
+        let executable = CallerExecutable(path: "/bin/cat", file: nil, process: nil, digests: ExecutableDigests())
+        let key = CallerExecutable.DecisionKey(action: .open(reading: true, writing: false), owner: "a", location: .localDrive)
+        let denied = AccessDecision(verdict: .denied, rule: "sendData=managedApps", newOwner: nil, errno: EACCES)
+        var asked = 0
+        #expect(executable.decision(key, generation: 5) { asked += 1; return denied } == denied)
+        #expect(executable.decision(key, generation: 5) { asked += 1; return .allowed() } == denied)
+        #expect(asked == 1)
+        #expect(executable.decision(key, generation: 6) { asked += 1; return .allowed() } == .allowed())
+        #expect(asked == 2)
+        // A decision made under generation 5 (computed before 6 arrived) is not kept over 6's.
+        #expect(executable.decision(key, generation: 5) { asked += 1; return denied } == denied)
+        #expect(executable.decision(key, generation: 6) { asked += 1; return denied } == .allowed())
+        #expect(asked == 3)
+        // Another question is asked on its own.
+        let other = CallerExecutable.DecisionKey(action: .open(reading: true, writing: true), owner: "a", location: .localDrive)
+        #expect(executable.decision(other, generation: 6) { asked += 1; return denied } == denied)
+        #expect(asked == 4)
     }
 
     @Test("the digest cache computes once per executable file")

@@ -109,6 +109,25 @@ struct EnforcementMountTests {
         #expect(try context(m).auditLog.verify().isVerified)
     }
 
+    @Test("a policy changed while the mount runs changes the answer for a program already decided")
+    func policyChangeReachesDecidedProgram() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        try EnforcementMountTests.prepare(m, level: "block")
+        let file = m.base + "/enforcing.json"
+        for (sendData, expected) in [("managedApps", "cat=1\n"), ("allApps", "work-secretcat=0\n"), ("managedApps", "cat=1\n")] {
+            let text = EnforcementMountTests.policy(m, level: "block").replacingOccurrences(
+                of: #""sendData": "managedApps""#, with: #""sendData": "\#(sendData)""#)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+            try m.mamfs(["policy", "set", MountedFixture.account, file])
+            // Twice: the second open is answered from what the first decided.
+            for _ in 0..<2 {
+                let cat = try m.sh(#"cat work.txt; echo "cat=$?""#)
+                #expect(cat.out == expected, "sendData \(sendData): \(cat.out) \(cat.err)")
+            }
+        }
+    }
+
     static func context(_ m: MountedFixture) throws -> ProtectionContext {
         try ProtectionContext.open(stateDirectory: StateDirectory(path: m.state), passphraseFile: nil)
     }

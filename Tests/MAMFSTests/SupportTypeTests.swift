@@ -99,3 +99,25 @@ struct BufferPoolTests {
         var value: Int { lock.withLock { count } }
     }
 }
+
+@Suite("Policy facts per state generation")
+struct PolicyFactsTests {
+    @Test("facts are worked out once per account and generation; a new generation works them out again")
+    func perGeneration() {
+        let facts = PolicyFacts()
+        var computed: [String] = []
+        func fact(_ account: String, _ generation: UInt64, managed: Bool) -> PolicyFacts.Fact {
+            facts.fact(account, generation: generation) {
+                computed.append("\(account)@\(generation)")
+                return PolicyFacts.Fact(account: account, isManaged: managed, mountLocation: .localDrive)
+            }
+        }
+        #expect(fact("a", 1, managed: true).isManaged)
+        #expect(fact("a", 1, managed: false).isManaged, "kept for generation 1")
+        #expect(!fact("b", 1, managed: false).isManaged)
+        #expect(!fact("a", 2, managed: false).isManaged, "generation 2 asks again")
+        #expect(fact("a", 1, managed: true).isManaged, "an older generation's answer is its own")
+        #expect(!fact("a", 2, managed: true).isManaged, "and is not kept over generation 2's")
+        #expect(computed == ["a@1", "b@1", "a@2", "a@1"])
+    }
+}

@@ -22,6 +22,9 @@ struct MountInfoTests {
         #expect(info.entries[2].source == "/srv/back ing,x")
         #expect(info.entries[3].root == "/home/sub\ndir")
         #expect(info.entries.map(\.isFuse) == [false, false, true, false, true, true])
+        #expect(info.entries.map(\.device) == ["8:1", "0:23", "0:40", "8:1", "0:41", "0:42"])
+        #expect(info.entries[2].minorDevice == 40)
+        #expect(MountInfo.Entry(root: "/", mountPoint: "/", filesystemType: "", source: "", device: "x").minorDevice == nil)
     }
 
     @Test("unescape decodes \\ooo to the byte, keeps a backslash without three octal digits")
@@ -38,7 +41,7 @@ struct MountInfoTests {
     @Test("short lines are skipped; a line without the separator keeps its mount point")
     func malformedLines() {
         let info = MountInfo(parsing: "1 2 3 4\n\n7 1 0:1 / /x rw\n")
-        #expect(info.entries == [MountInfo.Entry(root: "/", mountPoint: "/x", filesystemType: "", source: "")])
+        #expect(info.entries == [MountInfo.Entry(root: "/", mountPoint: "/x", filesystemType: "", source: "", device: "0:1")])
     }
 
     @Test("the table of this process lists the root mount")

@@ -122,6 +122,20 @@ struct PolicyEnforcementKeyTests {
         #expect(StorageLocations().location(ofPath: "/anything") == .localDrive)
     }
 
+    @Test("uniform location below a directory: one location for all of it, nil when a prefix lies inside it")
+    func uniformLocationBelowDirectory() throws {
+        let locations = try StorageLocations(["OneDriveForBusiness": ["/home/ann/OneDrive"], "SharePoint": ["/home/ann/OneDrive/Shared/"]])
+        let oneDrive = try #require(StorageLocation(named: "OneDriveForBusiness"))
+        let sharePoint = try #require(StorageLocation(named: "sharepoint"))
+        #expect(locations.uniformLocation(below: "/home/ann/OneDrive") == nil, "Shared/ lies inside it")
+        #expect(locations.uniformLocation(below: "/home/ann/OneDrive/Shared") == sharePoint)
+        #expect(locations.uniformLocation(below: "/home/ann/OneDrive/Docs/") == oneDrive)
+        #expect(locations.uniformLocation(below: "/home/ann/OneDriveX") == .localDrive)
+        #expect(locations.uniformLocation(below: "/home") == nil)
+        #expect(locations.uniformLocation(below: "/tmp/m") == .localDrive)
+        #expect(StorageLocations().uniformLocation(below: "/") == .localDrive)
+    }
+
     @Test("location names map to both sides of the reference's vocabulary")
     func locationNames() {
         #expect(StorageLocation(named: "LocalStorage") == .localDrive)

@@ -36,4 +36,17 @@ struct WhitespaceTests {
         #expect(AccountIdentity.isUPN("\tuser@contoso.com "))
         #expect(!AccountIdentity.isUPN("us er@contoso.com"))
     }
+
+    @Test("a name that is canonical already comes back unchanged; one with a capital, a blank at an end or non-ASCII is canonicalised")
+    func canonicalFastPath() {
+        for name in ["8c7f3e1a-0000-4000-8000-000000000001", "user@contoso.com", "", "a b", "x\n"] {
+            #expect(AccountIdentity.canonical(name) == name.trimmingWhitespace().lowercased(), "\(name.debugDescription)")
+        }
+        #expect(AccountIdentity.canonical("user@contoso.Com") == "user@contoso.com")
+        #expect(AccountIdentity.canonical("\tuser@contoso.com") == "user@contoso.com")
+        #expect(AccountIdentity.canonical("user@contoso.com ") == "user@contoso.com")
+        #expect(AccountIdentity.canonical("ÄNN@contoso.com") == "änn@contoso.com")
+        #expect(AccountIdentity.canonical("ann@contoso.com\u{3000}") == "ann@contoso.com")
+        #expect(AccountIdentity.canonical("\u{200B}ann") == "ann")
+    }
 }

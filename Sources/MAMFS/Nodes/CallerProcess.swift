@@ -20,14 +20,23 @@ struct ExecutableFileID: Hashable, Sendable {
         modifiedSeconds = st.st_mtim.tv_sec
         modifiedNanoseconds = st.st_mtim.tv_nsec
     }
+
+    init(_ identity: FileIdentity) {
+        device = identity.device
+        inode = identity.inode
+        size = identity.size
+        modifiedSeconds = identity.modifiedSeconds
+        modifiedNanoseconds = identity.modifiedNanoseconds
+    }
 }
 
-/// One process (or thread: the kernel's FUSE requests carry the thread id, and /proc/TID
-/// answers for it) as the kernel knows it: the id and the start time, in clock ticks after
-/// boot (field 22 of /proc/PID/stat). A pid reused by a later process has another start time.
+/// A process (or thread: the kernel's FUSE requests carry the thread id, and /proc/TID
+/// answers for it) running one executable file, reached through one mount. The same pid
+/// running another file (after execve, or reused by a later process) is another key.
 struct ProcessKey: Hashable, Sendable {
     let pid: pid_t
-    let startTime: UInt64
+    let file: ExecutableFileID
+    let mountID: UInt64
 }
 
 /// The executable a caller runs: its resolved path (/proc/PID/exe without the kernel's
@@ -41,12 +50,56 @@ final class CallerExecutable: Sendable {
     /// The process it was read from (to open the executable for the digest).
     let process: ProcessKey?
     private let digests: ExecutableDigests
+    /// Decisions made for this executable, for one state generation.
+    private let decisions = Mutex(DecisionMemo())
 
     init(path: String, file: ExecutableFileID?, process: ProcessKey?, digests: ExecutableDigests) {
         self.path = path
         self.file = file
         self.process = process
         self.digests = digests
+    }
+
+    /// What a request asks, less the executable (the memo's owner) and the app account (the
+    /// mount's, the same for every request).
+    struct DecisionKey: Equatable {
+        let action: AccessAction
+        let owner: String?
+        let location: StorageLocation
+    }
+
+    /// A few decisions, looked up by equality (most executables ask a handful of questions:
+    /// a hash of the owner would cost more than comparing it).
+    private struct DecisionMemo {
+        var generation: UInt64 = 0
+        var entries: [(key: DecisionKey, decision: AccessDecision)] = []
+        var next = 0
+    }
+
+    /// At most this many decisions are kept per executable (the oldest replaced first).
+    static let decisionCapacity = 16
+
+    /// The decision for `key` made under state `generation`, else `decide()`'s, kept for the
+    /// generation. A decision is a function of the request and the policies (`AccessRules`),
+    /// and every policy change bumps the generation, so a kept one is never stale.
+    func decision(_ key: DecisionKey, generation: UInt64, decide: () -> AccessDecision) -> AccessDecision {
+        let known = decisions.withLock { memo -> AccessDecision? in
+            guard memo.generation == generation else { return nil }
+            return memo.entries.first { $0.key == key }?.decision
+        }
+        if let known { return known }
+        let decision = decide()
+        decisions.withLock { memo in
+            guard generation >= memo.generation else { return }
+            if generation > memo.generation { memo = DecisionMemo(generation: generation) }
+            if memo.entries.count < CallerExecutable.decisionCapacity {
+                memo.entries.append((key, decision))
+            } else {
+                memo.entries[memo.next] = (key, decision)
+                memo.next = (memo.next + 1) % CallerExecutable.decisionCapacity
+            }
+        }
+        return decision
     }
 
     /// The executable's SHA-256 as 64 lowercase hex digits, nil when it cannot be read (or no
@@ -91,17 +144,20 @@ final class ExecutableDigests: Sendable {
 }
 
 /// The executables of the processes that send requests, read from /proc and kept per
-/// (pid, start time), so a pid the kernel hands to a new process never inherits the old
-/// one's executable (nor a decision made for it).
+/// (pid, executable file), so neither a process that execs another program nor a pid the
+/// kernel hands to a new process ever inherits the old executable (nor a decision made for it).
 ///
-/// A lookup opens and reads /proc/PID/stat once (the start time: with the pid it names one
-/// process). A process not seen before also costs a readlink and a stat of /proc/PID/exe, all
-/// through one descriptor of /proc/PID, which keeps naming the process it was opened for: a
-/// pid reused meanwhile makes the reads fail instead of mixing two processes. At most `capacity` processes are kept; the least
-/// recently used go first.
+/// A lookup is one statx(2) of /proc/PID/exe (the file the process runs now). A key not seen
+/// before also costs a readlink of it, between two statx calls through one descriptor of
+/// /proc/PID (which keeps naming the process it was opened for): a process that changed its
+/// executable in between is read again. A file with several hard links (so several paths, as
+/// busybox's applets) has its path read on every lookup. At most `capacity` processes are
+/// kept; the least recently used go first.
 final class CallerProcesses: Sendable {
     private struct Entry {
         let executable: CallerExecutable
+        /// The file's link count when it was read (> 1: the path is checked on each lookup).
+        let links: UInt32
         var lastUse: UInt64
     }
     private struct Table {
@@ -114,103 +170,84 @@ final class CallerProcesses: Sendable {
     let digests: ExecutableDigests
     /// Where the per-process directories are (tests may point elsewhere).
     let procRoot: String
+    /// `procRoot`, open (-1 when it could not be opened: every lookup is then unknown).
+    private let procFD: Int32
 
     init(capacity: Int = 1024, digests: ExecutableDigests = ExecutableDigests(), procRoot: String = "/proc") {
         self.capacity = max(1, capacity)
         self.digests = digests
         self.procRoot = procRoot
+        procFD = (try? FileDescriptor.open(procRoot, O_RDONLY | O_DIRECTORY | O_CLOEXEC).take()) ?? -1
+    }
+
+    deinit {
+        if procFD >= 0 { _ = Glibc.close(procFD) }
     }
 
     /// Processes remembered now.
     var count: Int { table.withLock { $0.entries.count } }
 
     /// The executable of `pid` (a thread id works too). A process that is gone, or whose
-    /// /proc entries cannot be read, gets an executable with an empty path (never managed).
+    /// /proc entries cannot be read, gets an executable with an empty path (never managed);
+    /// one whose executable file cannot be stat'ed gets its path and no file (not cached).
     func executable(of pid: pid_t) -> CallerExecutable {
         let unknown = CallerExecutable(path: "", file: nil, process: nil, digests: digests)
-        guard pid > 0 else { return unknown }
-        // A process seen before: (pid, start time) names it, so its stat file alone answers
-        // (one open and one read per request).
-        if let file = try? FileDescriptor.open(procRoot + "/\(pid)/stat", O_RDONLY | O_CLOEXEC),
-           let startTime = CallerProcesses.startTime(statFile: file.rawValue),
-           let known = remembered(ProcessKey(pid: pid, startTime: startTime)) {
-            return known
+        guard pid > 0, procFD >= 0 else { return unknown }
+        guard let identity = try? FileIdentity.of("\(pid)/exe", in: procFD) else {
+            let path = (try? SymbolicLink.readLinkString(atFD: procFD, name: "\(pid)/exe")).map(CallerProcesses.withoutDeletedSuffix) ?? ""
+            return CallerExecutable(path: path, file: nil, process: nil, digests: digests)
         }
-        // Not seen before: every read through one descriptor of /proc/PID, so a pid reused
-        // meanwhile makes them fail instead of mixing two processes.
-        guard let directory = try? FileDescriptor.open(procRoot + "/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
-              let startTime = CallerProcesses.startTime(procDirectory: directory.rawValue) else {
+        let key = ProcessKey(pid: pid, file: ExecutableFileID(identity), mountID: identity.mountID)
+        if let (known, links) = remembered(key) {
+            if links <= 1 { return known }
+            // Several paths lead to this file: the one the process runs it by decides.
+            if let path = try? SymbolicLink.readLinkString(atFD: procFD, name: "\(pid)/exe"),
+               CallerProcesses.withoutDeletedSuffix(path) == known.path {
+                return known
+            }
+        }
+        guard let directory = try? FileDescriptor.open(in: procFD, "\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) else {
             return unknown
         }
-        let key = ProcessKey(pid: pid, startTime: startTime)
-        if let known = remembered(key) { return known }
-        let executable = read(key, procDirectory: directory.rawValue)
-        remember(executable, for: key)
-        return executable
-    }
-
-    /// The executable path and file of the process open as `procDirectory`.
-    private func read(_ key: ProcessKey, procDirectory: Int32) -> CallerExecutable {
-        var path = (try? SymbolicLink.readLinkString(atFD: procDirectory, name: "exe")) ?? ""
-        if path.hasSuffix(ProcessDescriptorPath.deletedSuffix) {
-            path = String(path.dropLast(ProcessDescriptorPath.deletedSuffix.count))
+        // The path between two identities that agree: the same executable throughout.
+        for _ in 0..<3 {
+            guard let before = try? FileIdentity.of("exe", in: directory.rawValue) else { return unknown }
+            let path = (try? SymbolicLink.readLinkString(atFD: directory.rawValue, name: "exe")).map(CallerProcesses.withoutDeletedSuffix) ?? ""
+            guard let after = try? FileIdentity.of("exe", in: directory.rawValue) else { return unknown }
+            guard before == after else { continue }
+            let key = ProcessKey(pid: pid, file: ExecutableFileID(after), mountID: after.mountID)
+            let executable = CallerExecutable(path: path, file: key.file, process: key, digests: digests)
+            remember(executable, links: after.links, for: key)
+            return executable
         }
-        var st = stat()
-        let file = fstatat(procDirectory, "exe", &st, 0) == 0 ? ExecutableFileID(st) : nil
-        return CallerExecutable(path: path, file: file, process: key, digests: digests)
+        return unknown
     }
 
-    /// The executable remembered for `key` (marked as just used), or nil.
-    private func remembered(_ key: ProcessKey) -> CallerExecutable? {
-        table.withLock { table -> CallerExecutable? in
-            guard table.entries[key] != nil else { return nil }
+    /// `path` without the kernel's " (deleted)" suffix of a removed executable.
+    static func withoutDeletedSuffix(_ path: String) -> String {
+        path.hasSuffix(ProcessDescriptorPath.deletedSuffix) ? String(path.dropLast(ProcessDescriptorPath.deletedSuffix.count)) : path
+    }
+
+    /// The executable remembered for `key` and its link count (marked as just used), or nil.
+    private func remembered(_ key: ProcessKey) -> (CallerExecutable, UInt32)? {
+        table.withLock { table -> (CallerExecutable, UInt32)? in
+            guard let entry = table.entries[key] else { return nil }
             table.clock += 1
             table.entries[key]!.lastUse = table.clock
-            return table.entries[key]!.executable
+            return (entry.executable, entry.links)
         }
     }
 
-    private func remember(_ executable: CallerExecutable, for key: ProcessKey) {
+    private func remember(_ executable: CallerExecutable, links: UInt32, for key: ProcessKey) {
         table.withLock { table in
-            if table.entries.count >= capacity {
+            if table.entries[key] == nil, table.entries.count >= capacity {
                 // Evict the least recently used quarter at once (one sort per capacity/4 misses).
                 let evict = max(1, capacity / 4)
                 let oldest = table.entries.sorted { $0.value.lastUse < $1.value.lastUse }.prefix(evict).map(\.key)
                 for old in oldest { table.entries[old] = nil }
             }
             table.clock += 1
-            table.entries[key] = Entry(executable: executable, lastUse: table.clock)
+            table.entries[key] = Entry(executable: executable, links: links, lastUse: table.clock)
         }
-    }
-
-    /// Field 22 (starttime) of the `stat` file in the /proc/PID directory `procDirectory`.
-    static func startTime(procDirectory: Int32) -> UInt64? {
-        guard let file = try? FileDescriptor.open(in: procDirectory, "stat", O_RDONLY | O_CLOEXEC) else { return nil }
-        return startTime(statFile: file.rawValue)
-    }
-
-    /// The start time from an open /proc/PID/stat. procfs makes the whole line at the first
-    /// read, so a read that does not fill the buffer has it all (one read per request).
-    static func startTime(statFile fd: Int32) -> UInt64? {
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress, $0.count, off_t(bytes.count)) }
-            guard n >= 0 else { return nil }
-            bytes += buffer[0..<n]
-            if n < buffer.count { break }
-            if bytes.count > 1 << 16 { return nil }
-        }
-        return startTime(statLine: bytes)
-    }
-
-    /// Field 22 of a /proc/PID/stat line. The command name (field 2) is in parentheses and
-    /// may itself hold ")", spaces or digits: the fields are counted after the last ")".
-    static func startTime(statLine bytes: [UInt8]) -> UInt64? {
-        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        // After ")": field 3 (state) is the first; field 22 is the 20th.
-        let fields = bytes[(close + 1)...].split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\n") }
-        guard fields.count >= 20 else { return nil }
-        return UInt64(String(decoding: fields[19], as: UTF8.self))
     }
 }

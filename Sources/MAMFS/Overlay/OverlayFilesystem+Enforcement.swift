@@ -24,22 +24,21 @@ extension OverlayFilesystem {
     /// The decision behind `admit` for the operations that have one (see the table).
     /// - Throws: `FilesystemError` with the decision's errno when it denies.
     func decideAccess(_ operation: Operation, on inode: Inode, by caller: Caller) throws -> Admission {
-        let asker = Asker(rules: AccessRules(evaluator: context.policyEvaluator),
-                          executable: callers.executable(of: caller.pid), caller: caller)
+        let asker = Asker(executable: callers.executable(of: caller.pid), caller: caller)
         switch operation {
         case .open(let flags):
             guard inode.isRegular else { return .unchanged }
             return try decideOpen(inode, flags: flags, asker)
         case .createFile(let name):
             let inherited = try inheritedOwner(of: inode)
-            return try decideNewContent(inheritedOwner: inherited, path: try mountPath(inode, name), asker)
+            return try decideNewContent(inheritedOwner: inherited, path: try self.mountPath(inode, name), asker)
         case .moveEntry(let name, let target, let newName):
             guard let owner = workOwner(ofFile: name, in: inode) else { return .unchanged }
-            try decideSave(owner: owner, path: try mountPath(target, newName), asker)
+            try decideSave(owner: owner, path: try self.mountPath(target, newName), asker)
             return .unchanged
         case .linkInto(let target, let name):
             guard inode.isRegular, let owner = workOwner(try ownerTag(of: inode)) else { return .unchanged }
-            try decideSave(owner: owner, path: try mountPath(target, name), asker)
+            try decideSave(owner: owner, path: try self.mountPath(target, name), asker)
             return .unchanged
         case .changeOwner(let value):
             let owners = try workOwnersChanged(by: inode)
@@ -48,7 +47,7 @@ extension OverlayFilesystem {
             let path = try mountPath(inode)
             for owner in owners.sorted() {
                 try asker.enforce(self, .declassify(newOwner: newOwner), owner: owner,
-                                  location: location(ofMountPath: path, forAccount: owner), path: path)
+                                  location: try location(ofMountPath: path, forAccount: owner), path: path)
             }
             return .unchanged
         default:
@@ -56,18 +55,22 @@ extension OverlayFilesystem {
         }
     }
 
-    /// One request's rules, executable and caller.
+    /// One request's executable and caller.
     struct Asker {
-        let rules: AccessRules
         let executable: CallerExecutable
         let caller: Caller
 
-        /// Asks `action`, records a recorded decision, throws its errno when it denies.
+        /// Asks `action` (`AccessRules`, or the executable's decision for the same question
+        /// under the same policies), records a recorded decision, throws its errno when it denies.
         @discardableResult
         func enforce(_ fs: OverlayFilesystem, _ action: AccessAction, owner: String?, location: StorageLocation,
                      path: @autoclosure () throws -> String) throws -> AccessDecision {
-            let decision = rules.decide(AccessRequest(action: action, executable: executable, owner: owner,
-                                                      location: location, appAccount: fs.options.account))
+            let key = CallerExecutable.DecisionKey(action: action, owner: owner, location: location)
+            let decision = executable.decision(key, generation: fs.generation) {
+                AccessRules(evaluator: fs.context.policyEvaluator).decide(
+                    AccessRequest(action: action, executable: executable, owner: owner,
+                                  location: location, appAccount: fs.options.account))
+            }
             if decision.isRecorded {
                 // The mount path (a readlink of the backing descriptor) only for a record.
                 fs.recordAccess(AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.path,
@@ -96,7 +99,7 @@ extension OverlayFilesystem {
         // receive does), so its mount path is worked out only for a record.
         let isWork = workOwner(owner) != nil
         func openLocation() throws -> StorageLocation {
-            isWork ? .localDrive : location(ofMountPath: try mountPath(inode), forAccount: options.account)
+            isWork ? .localDrive : try location(ofMountPath: try self.mountPath(inode), forAccount: options.account)
         }
         if flags & O_TRUNC != 0 {
             if isWork {
@@ -105,7 +108,7 @@ extension OverlayFilesystem {
                 return .unchanged
             }
             let inherited = try owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
-            return try decideNewContent(inheritedOwner: inherited, path: try mountPath(inode), asker)
+            return try decideNewContent(inheritedOwner: inherited, path: try self.mountPath(inode), asker)
         }
         try asker.enforce(self, .open(reading: flags & O_ACCMODE != O_WRONLY, writing: writing), owner: owner,
                           location: try openLocation(), path: try mountPath(inode))
@@ -113,25 +116,39 @@ extension OverlayFilesystem {
     }
 
     /// New content at `path` (create, O_TRUNC of a personal file): its owner by the writer's
-    /// identity, and, for a work owner, whether it may be saved there.
-    private func decideNewContent(inheritedOwner inherited: String, path: String, _ asker: Asker) throws -> Admission {
+    /// identity, and, for a work owner, whether it may be saved there. The path is worked out
+    /// only when a location or a record needs it.
+    private func decideNewContent(inheritedOwner inherited: String, path: @autoclosure () throws -> String,
+                                  _ asker: Asker) throws -> Admission {
         let decision = try asker.enforce(self, .create, owner: inherited,
-                                         location: location(ofMountPath: path, forAccount: options.account), path: path)
+                                         location: try location(ofMountPath: try path(), forAccount: options.account), path: try path())
         let newOwner = decision.newOwner ?? inherited
-        if let owner = workOwner(newOwner) { try decideSave(owner: owner, path: path, asker) }
+        if let owner = workOwner(newOwner) { try decideSave(owner: owner, path: try path(), asker) }
         return Admission(newOwner: newOwner)
     }
 
     /// A work file of `owner` saved at mount path `path` (saveToLocations of the owner).
-    private func decideSave(owner: String, path: String, _ asker: Asker) throws {
-        let location = location(ofMountPath: path, forAccount: owner)
-        try asker.enforce(self, .save(into: location), owner: owner, location: location, path: path)
+    private func decideSave(owner: String, path: @autoclosure () throws -> String, _ asker: Asker) throws {
+        let location = try location(ofMountPath: try path(), forAccount: owner)
+        try asker.enforce(self, .save(into: location), owner: owner, location: location, path: try path())
     }
 
     /// `owner` when it is a managed account here (a work owner), else nil.
     private func workOwner(_ owner: String?) -> String? {
-        guard let owner, context.policyEvaluator.isManaged(accountId: owner) else { return nil }
-        return AccountIdentity.canonical(owner)
+        guard let owner, !owner.isEmpty else { return nil }
+        let fact = policyFact(owner)
+        return fact.isManaged ? fact.account : nil
+    }
+
+    /// What the policies say about `account` in this state generation (`PolicyFacts`).
+    func policyFact(_ account: String) -> PolicyFacts.Fact {
+        let canonical = AccountIdentity.canonical(account)
+        return policyFacts.fact(canonical, generation: generation) {
+            let policy = context.policyEvaluator.policy(forAccountId: canonical)
+            let locations = policy?.locations ?? StorageLocations()
+            return PolicyFacts.Fact(account: canonical, isManaged: policy != nil,
+                                    mountLocation: locations.isEmpty ? .localDrive : locations.uniformLocation(below: options.mountpoint))
+        }
     }
 
     /// The work owner of the regular file `name` in `directory` (nil for anything else).
@@ -199,10 +216,13 @@ extension OverlayFilesystem {
     }
 
     /// Where `path` (in the mount) is for `account`'s policy: a provider mount's `--location`,
-    /// else the location its `locations` prefixes give (the local drive when none does).
-    func location(ofMountPath path: String, forAccount account: String) -> StorageLocation {
+    /// else the location its `locations` prefixes give (the local drive when none does). The
+    /// path is asked for only when the prefixes put parts of the mount in different locations.
+    func location(ofMountPath path: @autoclosure () throws -> String, forAccount account: String) throws -> StorageLocation {
         if options.provider != nil { return options.location }
-        return context.policyEvaluator.policy(forAccountId: account)?.locations.location(ofPath: path) ?? .localDrive
+        if let uniform = policyFact(account).mountLocation { return uniform }
+        let locations = context.policyEvaluator.policy(forAccountId: account)?.locations ?? StorageLocations()
+        return locations.location(ofPath: try path())
     }
 
     /// The path of `inode` in the mount: the mountpoint and the path below the backing root.

@@ -56,13 +56,21 @@ extension OverlayFilesystem {
         return try reply(value, size: size)
     }
 
-    /// Backing xattr names without the ones mamfs owns (a directory's raw owner tag); the
-    /// virtual mamfs attributes are readable by name but not listed, so copying tools
-    /// (cp --preserve=all, rsync -X) neither copy nor fail on them.
+    /// The attribute names of the object: `user.mam.owner` and `user.mam.encrypted` first when
+    /// it is a file or directory with a non-empty owner (a work file, a directory tagged for an
+    /// account; so `getfattr -d` and file managers show them, and cp -a / rsync -X copy the
+    /// owner with the file), then the backing object's own names without the ones mamfs keeps
+    /// to itself (a directory's raw owner tag, the mount kind's reserved names). An untagged or
+    /// unmanaged-tagged object lists no mamfs name, so a copy of a personal file never carries
+    /// an owner.
+    /// - Throws: ERANGE when the list is larger than `size` (`size` 0 asks for its length).
     func listxattr(_ nodeid: UInt64, size: Int, caller: Caller) throws -> XattrReply {
         let inode = try node(nodeid, for: .readXattr, by: caller)
         let own = [Array(OverlayFilesystem.ownerAttribute.utf8), Array(OverlayFilesystem.encryptedAttribute.utf8)]
         var names: [UInt8] = []
+        if inode.isRegular || inode.isDirectory, let owner = try currentOwner(inode), !owner.isEmpty {
+            for name in own { names += name + [0] }
+        }
         for name in try backingAttributeNames(inode.procPath) {
             if own.contains(where: { $0.elementsEqual(name) }) { continue }
             if name.withUnsafeBytes({ hooks.isReservedAttribute($0) }) { continue }
@@ -77,16 +85,42 @@ extension OverlayFilesystem {
         try ExtendedAttributes(path: path).nameBytes()
     }
 
-    /// Sets `name` to `value`. Writing `user.mam.owner` changes the owner (`protect`).
-    /// - Throws: EPERM for `user.mam.encrypted` and reserved names; `protect`'s errors.
+    /// The owner `user.mam.owner` reads: a file's header owner, a directory's own tag; nil when
+    /// untagged (or neither a file nor a directory).
+    private func currentOwner(_ inode: Inode) throws -> String? {
+        try OverlayFilesystem.ownerAttribute.withCString { try virtualAttribute(inode, $0) }
+    }
+
+    /// The attribute value as the kernel sent it, without trailing NULs (`setfattr -v` sends none,
+    /// some programs send one).
+    private func valueText(_ value: UnsafeRawBufferPointer) -> String {
+        var bytes = Array(value)
+        while bytes.last == 0 { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Sets `name` to `value`. Writing `user.mam.owner` changes the owner (`protect`), except
+    /// that the owner the object already has changes nothing (no rewrite, a directory's contents
+    /// are not re-protected); a plain work file whose owner's policy now requires encryption is
+    /// still encrypted by it. Writing `user.mam.encrypted` with the value it reads ("1"/"0")
+    /// changes nothing, any other value is EPERM (encryption follows the owner).
+    /// - Throws: EPERM for another `user.mam.encrypted` value and for reserved names; `protect`'s errors.
     func setxattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32, caller: Caller) throws {
         let inode = try node(nodeid, for: .changeXattr, by: caller)
-        if isNamed(name, OverlayFilesystem.encryptedAttribute) { throw FilesystemError(code: EPERM) }
+        if isNamed(name, OverlayFilesystem.encryptedAttribute) {
+            try requireWriteAccess(inode, caller)
+            guard let current = try virtualAttribute(inode, name), valueText(value) == current else {
+                throw FilesystemError(code: EPERM)
+            }
+            return
+        }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
         if isNamed(name, OverlayFilesystem.ownerAttribute) {
-            var bytes = Array(value)
-            while bytes.last == 0 { bytes.removeLast() }
-            let owner = String(decoding: bytes, as: UTF8.self)
+            let owner = valueText(value)
+            if try isAlreadyOwned(inode, by: owner) {
+                try requireWriteAccess(inode, caller)
+                return
+            }
             try admit(.changeOwner(to: owner), on: inode, by: caller)
             try protect(inode, owner: owner, caller: caller.credentials)
             return
@@ -94,14 +128,52 @@ extension OverlayFilesystem {
         try ExtendedAttributes(path: inode.procPath).set(cName: name, value, flags: flags)
     }
 
-    /// Removes `name`.
-    /// - Throws: EPERM for the virtual and reserved attributes.
+    /// True when protecting `inode` for `owner` (an accountId or UPN, "" unmanaged) would change
+    /// nothing: it has that owner already and, for a file, the encryption that owner's policy gives.
+    private func isAlreadyOwned(_ inode: Inode, by owner: String) throws -> Bool {
+        guard inode.isRegular || inode.isDirectory, let current = try currentOwner(inode),
+              let wanted = try? context.resolveOwner(owner), current == wanted else { return false }
+        guard inode.isRegular else { return true }
+        let encrypted = try OverlayFilesystem.encryptedAttribute.withCString { try virtualAttribute(inode, $0) } == "1"
+        return encrypted == context.policyEvaluator.isFileEncryptionRequired(accountId: current)
+    }
+
+    /// Removes `name`. The mamfs attributes cannot really be removed (every tagged object has
+    /// an owner; `user.mam.owner` = "" makes it personal): removing them succeeds without
+    /// changing anything when the object has the owner it would have without a tag of its own
+    /// (a file: the owner a new file in its directory gets; a directory: its parent's), so tools
+    /// that make a copy's attribute list match the original's (rsync -X) work; otherwise EPERM.
+    /// - Throws: ENODATA for the mamfs attributes of an untagged object; EPERM as above and for
+    ///   reserved names.
     func removexattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, caller: Caller) throws {
         let inode = try node(nodeid, for: .changeXattr, by: caller)
         if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
-            throw FilesystemError(code: EPERM)
+            guard inode.isRegular || inode.isDirectory, let current = try currentOwner(inode) else {
+                throw FilesystemError(code: ENODATA)
+            }
+            try requireWriteAccess(inode, caller)
+            guard current == (try ownerWithoutOwnTag(inode)) else { throw FilesystemError(code: EPERM) }
+            return
         }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
         try ExtendedAttributes(path: inode.procPath).remove(cName: name)
+    }
+
+    /// Changing an attribute needs write access to the object, as for any user.* attribute, also
+    /// when the change is a no-op: the daemon's own (a mount run by a user) and the caller's
+    /// (mode bits with its uid, gid and groups; the kernel checks them only with default_permissions).
+    /// - Throws: EACCES (or the errno access(2) gave).
+    private func requireWriteAccess(_ inode: Inode, _ caller: Caller) throws {
+        guard Glibc.access(inode.procPath, W_OK) == 0 else { throw FilesystemError.current() }
+        var st = stat()
+        guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        guard caller.credentials.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+    }
+
+    /// The owner `inode` would have from its place alone: the mount's account for the root,
+    /// else what a new object in its directory inherits (`inheritedOwner`).
+    private func ownerWithoutOwnTag(_ inode: Inode) throws -> String {
+        if inode.nodeid == table.root.nodeid { return options.account }
+        return try inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
     }
 }

@@ -39,6 +39,8 @@ final class OverlayFilesystem: @unchecked Sendable {
     let enforcing = Atomic<Bool>(false)
     /// The executables of the processes that send requests (read only while enforcing).
     let callers = CallerProcesses()
+    /// Per-account policy answers of the current state generation (caller-aware rules).
+    let policyFacts = PolicyFacts()
     /// Set once a decision went to the audit log (flushed when the mount stops).
     let recordedAccess = Atomic<Bool>(false)
     let daemonUID = geteuid()

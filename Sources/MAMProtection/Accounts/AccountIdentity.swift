@@ -43,8 +43,24 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Canonical form used for storage and comparison: lowercased, surrounding whitespace removed.
+    /// A name that is canonical already (ASCII without capitals, not starting or ending in a
+    /// blank: every owner in a header, every accountId mamfs stores) is returned as it is,
+    /// without allocating; it is asked on every decision a mount makes.
     public static func canonical(_ name: String) -> String {
-        name.trimmingWhitespace().lowercased()
+        if isCanonicalASCII(name) { return name }
+        return name.trimmingWhitespace().lowercased()
+    }
+
+    /// Whether `name` is ASCII with no capital letter and no tab or space at either end (its
+    /// canonical form then is itself).
+    private static func isCanonicalASCII(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { bytes -> Bool in
+            guard let first = bytes.first, let last = bytes.last else { return true }
+            if first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09 { return false }
+            for byte in bytes where byte >= 0x80 || (byte >= 0x41 && byte <= 0x5A) { return false }
+            return true
+        }
     }
 
     /// True when `name` is a GUID in 8-4-4-4-12 hexadecimal form (any case).

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The mount maps FUSE requests onto these (open, create, rename/link, setxattr of the owner,
 /// lookup/stat/readdir/getxattr); the CLI maps `protect`, `decrypt` onto `.declassify`.
-public enum AccessAction: Sendable, Equatable {
+public enum AccessAction: Sendable, Hashable {
     /// Open an existing file without truncation: `reading` for O_RDONLY and O_RDWR, `writing`
     /// for O_WRONLY and O_RDWR (an O_RDWR open reads, so it receives a personal file's data).
     case open(reading: Bool, writing: Bool)

@@ -10,7 +10,8 @@ public struct WipeProgress: Sendable {
 public struct WipeReport: Equatable, Sendable {
     /// Files owned by the account that were removed.
     public var removedFiles = 0
-    /// Directories tagged with the account that were removed (empty) or untagged (not empty).
+    /// Directories of the account (tagged with it, or untagged below one that is) that were
+    /// removed because nothing was left in them.
     public var removedDirectories = 0
     /// Account keys destroyed.
     public var keysDestroyed = 0
@@ -80,8 +81,10 @@ public struct EnrollmentManager: Sendable {
 
     /// Selective wipe: destroys the account's keys first (so every copy anywhere becomes
     /// unreadable at once), then removes every file the account owns under the known roots
-    /// (mounted backing directories and protected paths) and `roots`. Personal and other
-    /// accounts' files are untouched. The account stays registered, unmanaged, marked wiped.
+    /// (mounted backing directories and protected paths) and `roots`, and the account's
+    /// directories that are left empty (the roots themselves stay). Personal and other
+    /// accounts' files and directories are untouched. The account stays registered, unmanaged,
+    /// marked wiped.
     ///
     /// The walk uses directory descriptors and never follows a symbolic link or enters another
     /// filesystem (see `WipeWalker`); what it skipped is listed in `WipeReport.notes`. Provider
@@ -91,8 +94,10 @@ public struct EnrollmentManager: Sendable {
     ///   when a file cannot be removed (the keys are already destroyed then, so its contents
     ///   are unreadable); `.system(errno: EBUSY)` after the walk when the deleted key bytes may
     ///   remain in the state files because another connection holds a read transaction.
+    /// - Parameter removed: told the path of every file and directory removed, as it goes.
     @discardableResult
-    public func wipe(_ name: String, roots: [String], progress: ((WipeProgress) -> Void)? = nil) throws -> WipeReport {
+    public func wipe(_ name: String, roots: [String], progress: ((WipeProgress) -> Void)? = nil,
+                     removed: ((String) -> Void)? = nil) throws -> WipeReport {
         let identity = try context.resolveAccount(name)
         var given: [WipeRoot] = []
         defer { given.forEach { $0.close() } }
@@ -102,14 +107,14 @@ public struct EnrollmentManager: Sendable {
         try context.state.setManaged(identity.accountId, managed: false)
         try context.state.setPolicy(identity.accountId, json: nil)
         context.stateDidChange()
-        var walker = WipeWalker(owner: identity.accountId, progress: progress)
+        var walker = WipeWalker(owner: identity.accountId, progress: progress, removed: removed)
         walker.report.keysDestroyed = destroyed.count
         var walked = Set<String>()
         for root in given where walked.insert(root.path).inserted {
             try walker.wipe(root)
         }
-        for path in try context.state.knownRoots().map(\.path) where walked.insert(PathName.normalized(path)).inserted {
-            guard let root = WipeRoot.known(path, notes: &walker.report.notes) else { continue }
+        for known in try context.state.knownRoots() where walked.insert(PathName.normalized(known.path)).inserted {
+            guard let root = WipeRoot.known(known.path, kind: known.kind, notes: &walker.report.notes) else { continue }
             defer { root.close() }
             try walker.wipe(root)
         }

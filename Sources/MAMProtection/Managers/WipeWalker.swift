@@ -9,8 +9,26 @@ struct WipeRoot {
     let name: String
     /// The root's path, for messages and progress.
     let path: String
+    /// Whether a tag on a directory above the root passes its owner to the root (a tree the
+    /// user named or protected); not for a mount's backing directory or a provider root, whose
+    /// files never inherit from outside it.
+    var inheritsAbove = true
 
     func close() { _ = Glibc.close(parent) }
+
+    /// The owner the root's parent passes down: the tag of the nearest tagged directory among
+    /// the parent and its ancestors, walked up with ".." by descriptors; nil when none is tagged
+    /// or `inheritsAbove` is false.
+    func ownerAbove() -> String? {
+        guard inheritsAbove, var current = try? FileDescriptor.open(in: parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) else { return nil }
+        while true {
+            if let owner = DirectoryOwner.read(fd: current.rawValue) { return owner }
+            guard let here = try? current.stat(),
+                  let up = try? FileDescriptor.open(in: current.rawValue, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+                  let above = try? up.stat(), above.st_ino != here.st_ino || above.st_dev != here.st_dev else { return nil }
+            current = up
+        }
+    }
 
     /// A root given by the caller (`--root`): its parent directories are resolved once, here,
     /// as the caller named them; the root itself must not be a symbolic link.
@@ -42,9 +60,10 @@ struct WipeRoot {
     /// A root the state remembers: every component is opened with O_NOFOLLOW from "/", so a
     /// directory that was swapped for a symbolic link since the root was recorded is not
     /// followed.
+    /// - Parameter kind: what the state recorded the root as (`inheritsAbove` for protected paths only).
     /// - Returns: nil when the root is gone (silently) or a component is a symbolic link or
     ///   not a directory (with a line in `notes`).
-    static func known(_ path: String, notes: inout [String]) -> WipeRoot? {
+    static func known(_ path: String, kind: KnownRoot.Kind, notes: inout [String]) -> WipeRoot? {
         let path = PathName.normalized(path)
         guard path.hasPrefix("/") else { return nil }
         let components = path.split(separator: "/").map(String.init)
@@ -54,7 +73,8 @@ struct WipeRoot {
         } catch {
             return nil
         }
-        guard let last = components.last else { return WipeRoot(parent: fd.take(), name: ".", path: "/") }
+        let inheritsAbove = kind == .protected
+        guard let last = components.last else { return WipeRoot(parent: fd.take(), name: ".", path: "/", inheritsAbove: inheritsAbove) }
         for component in components.dropLast() {
             do {
                 fd = try FileDescriptor.open(in: fd.rawValue, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -71,12 +91,20 @@ struct WipeRoot {
             notes.append("\(path): skipped, it is now a symbolic link")
             return nil
         }
-        return WipeRoot(parent: fd.take(), name: last, path: path)
+        return WipeRoot(parent: fd.take(), name: last, path: path, inheritsAbove: inheritsAbove)
     }
 }
 
-/// Walks wipe roots with directory descriptors and removes the files and tagged directories of
-/// one owner.
+/// Walks wipe roots with directory descriptors and removes the files and the emptied
+/// directories of one owner.
+///
+/// A directory is the owner's when it is tagged with the owner, or untagged below a directory
+/// tagged with it (nearest tag wins, as for new files); after its contents were walked it is
+/// removed if it is empty then (rmdir, which refuses a directory with anything left in it). A
+/// directory of the owner that keeps something (another owner's file, an untagged one, a
+/// symbolic link, a mount point) stays and loses its own tag. Directories tagged for another
+/// owner or for nobody (""), directories with no tagged ancestor, and the roots themselves are
+/// never removed.
 ///
 /// Every step is relative to a directory descriptor already held: entries are examined with
 /// fstatat(AT_SYMLINK_NOFOLLOW), opened with openat(O_NOFOLLOW | O_NONBLOCK) and checked with
@@ -89,15 +117,18 @@ struct WipeRoot {
 struct WipeWalker {
     let owner: String
     let progress: ((WipeProgress) -> Void)?
+    /// Told the path of each file and directory removed.
+    let removed: ((String) -> Void)?
     var report = WipeReport()
     var examined = 0
     /// Mount points of this mount namespace: a bind mount of the same filesystem has the same
     /// st_dev, so the walk also compares each directory's kernel path with these.
     private let mountPoints = MountPoints.current()
 
-    init(owner: String, progress: ((WipeProgress) -> Void)?) {
+    init(owner: String, progress: ((WipeProgress) -> Void)?, removed: ((String) -> Void)? = nil) {
         self.owner = owner
         self.progress = progress
+        self.removed = removed
     }
 
     /// Wipes below (or, for a file, at) `root`.
@@ -112,9 +143,10 @@ struct WipeWalker {
             let fd = descriptor.rawValue
             var opened = stat()
             guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == st.st_dev else { return }
+            let tag = DirectoryOwner.read(fd: fd)
             try walk(fd, path: root.path, kernelPath: MountPoints.kernelPath(of: fd),
-                     name: PathName.lastComponent(of: root.path), device: opened.st_dev)
-            if DirectoryOwner.read(fd: fd) == owner { try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName) }
+                     name: PathName.lastComponent(of: root.path), device: opened.st_dev, owner: tag ?? root.ownerAbove())
+            if tag == owner { try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName) }
         case S_IFREG:
             examined += 1
             try wipeFile(in: root.parent, name: Array(root.name.utf8CString), path: root.path, expected: st)
@@ -123,8 +155,9 @@ struct WipeWalker {
         }
     }
 
+    /// `owner` is the owner of `directory` (its tag, else its nearest tagged ancestor's; nil for none).
     private mutating func walk(_ directory: Int32, path: String, kernelPath: String?, name directoryName: String,
-                               device: dev_t) throws {
+                               device: dev_t, owner directoryOwner: String?) throws {
         for entry in DirectoryEntries.names(of: directory) {
             let name = entry.bytes
             let child = PathName.appending(entry.text, to: path)
@@ -145,10 +178,15 @@ struct WipeWalker {
                     purge(fd, path: child, kernelPath: childKernelPath, device: device)
                     continue
                 }
-                try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device)
-                if DirectoryOwner.read(fd: fd) == owner {
-                    if unlinkat(directory, name, AT_REMOVEDIR) != 0 { try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName) }
+                let tag = DirectoryOwner.read(fd: fd)
+                let childOwner = tag ?? directoryOwner
+                try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device, owner: childOwner)
+                guard childOwner == owner else { continue }
+                if removeDirectory(name, in: directory, expected: opened) {
                     report.removedDirectories += 1
+                    removed?(child)
+                } else if tag == owner {
+                    try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName)
                 }
             case S_IFREG:
                 examined += 1
@@ -180,6 +218,16 @@ struct WipeWalker {
               now.st_ino == opened.st_ino, now.st_dev == opened.st_dev else { return }
         guard unlinkat(directory, name, 0) == 0 else { throw MAMError.fromErrno("remove \(path)") }
         report.removedFiles += 1
+        removed?(path)
+    }
+
+    /// Removes the directory `name` in `directory` if it is still the one walked (`expected`)
+    /// and empty; rmdir itself refuses one that is not empty.
+    private func removeDirectory(_ name: [CChar], in directory: Int32, expected: stat) -> Bool {
+        var now = stat()
+        guard fstatat(directory, name, &now, AT_SYMLINK_NOFOLLOW) == 0, (now.st_mode & S_IFMT) == S_IFDIR,
+              now.st_ino == expected.st_ino, now.st_dev == expected.st_dev else { return false }
+        return unlinkat(directory, name, AT_REMOVEDIR) == 0
     }
 
     /// Removes everything inside `directory` (a provider temp area), staying on `device`.

@@ -82,6 +82,15 @@ public struct StorageLocations: Equatable, Sendable {
         return entries.first { directory.hasPrefix($0.prefix) }?.location ?? .localDrive
     }
 
+    /// The location every path at or below the directory `directory` is in, when it is the same
+    /// for all of them (no listed prefix lies strictly inside `directory`); nil otherwise. Lets a
+    /// caller that knows a path is below `directory` skip working the path out.
+    public func uniformLocation(below directory: String) -> StorageLocation? {
+        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+        if entries.contains(where: { $0.prefix.utf8.count > prefix.utf8.count && $0.prefix.hasPrefix(prefix) }) { return nil }
+        return location(ofPath: prefix)
+    }
+
     /// name -> prefixes (with their trailing "/"), as written back to JSON.
     public var table: [String: [String]] {
         var result: [String: [String]] = [:]

@@ -7,13 +7,13 @@
 /// |---------------|------|----------------|------------------------------------------------------------------------|
 /// | `ok`          | 0    | EX_OK          | success; a `provider sync` pass with nothing left out of sync          |
 /// | `failure`     | 1    | -              | the FUSE session of a mount ended with an error (the mount daemon, `mount -f`) |
-/// | `usage`       | 64   | EX_USAGE       | unknown option or verb, missing or extra argument, invalid policy file, an argument or path variable that is not UTF-8, `MAMError.invalidArguments` |
+/// | `usage`       | 64   | EX_USAGE       | unknown option or verb, missing or extra argument, invalid policy file, an argument or path variable that is not UTF-8, `MAMError.invalidArguments`; `mount` on a mountpoint with a FUSE mount (or a dead one, without `--force`) |
 /// | `dataErr`     | 65   | EX_DATAERR     | corrupt or tampered data (authentication failure), input that is not protected or not base64 |
 /// | `noInput`     | 66   | EX_NOINPUT     | a file, directory, state or account that is not there; `unmount` of something that is not a mamfs mount |
 /// | `software`    | 70   | EX_SOFTWARE    | internal error; the mount daemon exited before it could say why       |
 /// | `cantCreate`  | 73   | EX_CANTCREAT   | cannot create the output (disk full, read-only, exists, link limit; `-o` names something that is not a regular file); the FUSE mount itself failed; `provider evict` of a file with changes not uploaded |
 /// | `ioErr`       | 74   | EX_IOERR       | any other I/O error; items a `provider sync` pass could not bring in sync; a wipe whose deleted key bytes may remain in the state files |
-/// | `tempFail`    | 75   | EX_TEMPFAIL    | `provider sync`: the remote was unreachable; nothing local was lost, run it again |
+/// | `tempFail`    | 75   | EX_TEMPFAIL    | `provider sync`: the remote was unreachable; nothing local was lost, run it again; `unmount`: the mount is gone but its daemon is still running after the timeout |
 /// | `noPerm`      | 77   | EX_NOPERM      | denied by policy, unknown account, key unavailable (wiped account, wrong passphrase), a state directory that cannot be read or is not safe |
 ///
 /// `unavailable` (69) and `config` (78) are not used: mamfs reports a missing service or a bad
@@ -35,7 +35,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     case cantCreate = 73
     /// 74, EX_IOERR: an I/O error, or items left out of sync.
     case ioErr = 74
-    /// 75, EX_TEMPFAIL: try again later (remote unreachable).
+    /// 75, EX_TEMPFAIL: try again later (remote unreachable, daemon still running after unmount).
     case tempFail = 75
     /// 77, EX_NOPERM: denied (policy, account, key, unsafe state directory).
     case noPerm = 77

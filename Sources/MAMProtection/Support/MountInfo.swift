@@ -18,16 +18,28 @@ public struct MountInfo: Sendable, Equatable {
         public let filesystemType: String
         /// The mount source ("/dev/sda1", "tmpfs", a FUSE mount's `fsname`); "" when the line has none.
         public let source: String
+        /// The filesystem's device number as `MAJOR:MINOR` ("0:42"; the st_dev of its files).
+        /// For a FUSE mount the minor number is the connection's number (the directory name in
+        /// /sys/fs/fuse/connections, `fuse_connection` in the fdinfo of the daemon's /dev/fuse).
+        public let device: String
 
-        public init(root: String, mountPoint: String, filesystemType: String, source: String) {
+        public init(root: String, mountPoint: String, filesystemType: String, source: String, device: String = "") {
             self.root = root
             self.mountPoint = mountPoint
             self.filesystemType = filesystemType
             self.source = source
+            self.device = device
         }
 
         /// True for any FUSE filesystem (`fuse`, `fuseblk`, `fuse.SUBTYPE`).
         public var isFuse: Bool { filesystemType.hasPrefix("fuse") }
+
+        /// The minor number of `device`; nil when the field is not `MAJOR:MINOR`.
+        public var minorDevice: UInt32? {
+            let parts = device.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2, UInt32(parts[0]) != nil else { return nil }
+            return UInt32(parts[1])
+        }
     }
 
     /// The mounts in table order (a parent before what is mounted inside it).
@@ -51,7 +63,7 @@ public struct MountInfo: Sendable, Equatable {
                 if dash + 2 < fields.count { source = Self.unescape(fields[dash + 2]) }
             }
             entries.append(Entry(root: Self.unescape(fields[3]), mountPoint: Self.unescape(fields[4]),
-                                 filesystemType: type, source: source))
+                                 filesystemType: type, source: source, device: String(fields[2])))
         }
         self.entries = entries
     }
