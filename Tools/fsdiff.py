@@ -2,7 +2,8 @@
 """Differential random-operation tester for mamfs (stdlib only).
 
 Applies one seeded, reproducible sequence of file operations to a directory in a mamfs
-mount and to a plain reference directory, and compares after every operation: return
+mount and to a plain reference directory (on ext4, the backing filesystem mamfs is compared
+with: fallocate modes differ between filesystems), and compares after every operation: return
 values, errno, bytes read, sizes and link counts (by path and by open descriptor), the
 directory listing, and (every --check-every operations, and always while minimizing) the
 full content of every file.
@@ -32,6 +33,12 @@ import time
 
 BLOCK = 4096
 MAX_SIZE = 5 * BLOCK + 1234  # keep files small so whole-content checks stay cheap
+GROW_LIMIT = 4 * MAX_SIZE    # "grow" ops stop here
+
+# fallocate(2) modes: 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE, ZERO_RANGE|KEEP_SIZE.
+FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE = 0x01, 0x02, 0x10
+FALLOCATE_MODES = [0, FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE, FALLOC_ZERO_RANGE,
+                   FALLOC_ZERO_RANGE | FALLOC_KEEP_SIZE]
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.fallocate64.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
@@ -111,7 +118,7 @@ def generate(seed, count, files=4, slots=6, avoid=()):
     ops = []
     weights = [
         ("open", 10), ("close", 5), ("pwrite", 18), ("write", 6), ("lseek", 3), ("pread", 14),
-        ("read", 4), ("truncate", 5), ("ftruncate", 5), ("fallocate", 3), ("mmap", 5),
+        ("read", 4), ("truncate", 5), ("ftruncate", 5), ("grow", 3), ("fallocate", 6), ("mmap", 5),
         ("fsync", 3), ("rename", 2), ("link", 2), ("unlink", 2), ("reopen", 3),
     ]
     population = [w[0] for w in weights]
@@ -119,7 +126,7 @@ def generate(seed, count, files=4, slots=6, avoid=()):
     for _ in range(count):
         kind = rng.choices(population, cum)[0]
         slot = rng.randrange(slots)
-        if kind in ("pwrite", "write", "pread", "read", "ftruncate", "fallocate", "mmap", "fsync",
+        if kind in ("pwrite", "write", "pread", "read", "ftruncate", "grow", "fallocate", "mmap", "fsync",
                     "close", "lseek", "reopen") and open_slots and rng.random() < 0.9:
             slot = rng.choice(sorted(open_slots))
         name = rng.choice(names)
@@ -155,8 +162,12 @@ def generate(seed, count, files=4, slots=6, avoid=()):
             op = {"op": "truncate", "name": name, "size": pick_offset(rng, 0)}
         elif kind == "ftruncate":
             op = {"op": "ftruncate", "slot": slot, "size": pick_offset(rng, 0)}
+        elif kind == "grow":
+            # An extending ftruncate by whole blocks and more (holes in the gap).
+            op = {"op": "grow", "slot": slot, "by": rng.choice([BLOCK, 2 * BLOCK, 3 * BLOCK]) + rng.randint(-40, 40)}
         elif kind == "fallocate":
-            op = {"op": "fallocate", "slot": slot, "off": pick_offset(rng, 0), "len": rng.randint(1, 2 * BLOCK)}
+            op = {"op": "fallocate", "slot": slot, "mode": rng.choice(FALLOCATE_MODES), "off": pick_offset(rng, 0),
+                  "len": rng.choice([rng.randint(1, 2 * BLOCK), rng.randint(1, 4) * BLOCK, rng.randint(1, 64)])}
         elif kind == "mmap":
             op = {"op": "mmap", "slot": slot, "off": rng.randint(0, MAX_SIZE), "len": rng.randint(1, BLOCK + 100),
                   "d": rng.getrandbits(32)}
@@ -247,8 +258,13 @@ class Side:
         if kind == "ftruncate":
             os.ftruncate(self._fd(op["slot"]), op["size"])
             return ()
+        if kind == "grow":
+            fd = self._fd(op["slot"])
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, min(GROW_LIMIT, size + op["by"]) if size < GROW_LIMIT else size)
+            return ()
         if kind == "fallocate":
-            fallocate(self._fd(op["slot"]), 0, op["off"], op["len"])
+            fallocate(self._fd(op["slot"]), op.get("mode", 0), op["off"], op["len"])
             return ()
         if kind == "mmap":
             fd = self._fd(op["slot"])

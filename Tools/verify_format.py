@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 MAGIC = bytes([0x89, 0x4D, 0x41, 0x4D, 0x46, 0x53, 0x0D, 0x0A])
 VERSION = 1
 FLAG_ENCRYPTED = 0x01
+FLAG_SPARSE = 0x02              # encrypted only: an all-zero stored block is a hole
 FIXED = 13                      # magic(8) version(1) flags(1) H(2) L(1)
 ENC_EXTRA = 4 + 16 + 12 + 32 + 16
 BLOCK = 4096
@@ -74,12 +75,16 @@ def is_canonical_owner(owner):
     return owner == owner.lower()
 
 
-def build_header(owner, encrypted, key_id=None, file_id=None, file_key=None, account_key=None, wrap_nonce=None):
+def build_header(owner, encrypted, key_id=None, file_id=None, file_key=None, account_key=None, wrap_nonce=None,
+                 sparse=False):
     owner_bytes = owner.encode("utf-8")
     if len(owner_bytes) > 255:
         raise ValueError("owner longer than 255 bytes")
+    if sparse and not encrypted:
+        raise ValueError("only an encrypted header can be sparse")
     length = FIXED + len(owner_bytes) + (ENC_EXTRA if encrypted else 0)
-    prefix = MAGIC + bytes([VERSION, FLAG_ENCRYPTED if encrypted else 0]) + struct.pack("<H", length)
+    flags = (FLAG_ENCRYPTED if encrypted else 0) | (FLAG_SPARSE if sparse else 0)
+    prefix = MAGIC + bytes([VERSION, flags]) + struct.pack("<H", length)
     prefix += bytes([len(owner_bytes)]) + owner_bytes
     if not encrypted:
         return prefix
@@ -99,11 +104,14 @@ def parse_header(data):
     version, flags = data[8], data[9]
     if version != VERSION:
         raise FormatError(f"unknown format version {version}")
-    if flags & ~FLAG_ENCRYPTED & 0xFF:
+    if flags & ~(FLAG_ENCRYPTED | FLAG_SPARSE) & 0xFF:
         raise FormatError(f"unknown flags 0x{flags:02x}")
     declared = struct.unpack_from("<H", data, 10)[0]
     owner_len = data[12]
     encrypted = bool(flags & FLAG_ENCRYPTED)
+    sparse = bool(flags & FLAG_SPARSE)
+    if sparse and not encrypted:
+        raise FormatError("sparse flag on a plain header")
     expected = FIXED + owner_len + (ENC_EXTRA if encrypted else 0)
     if declared != expected:
         raise FormatError(f"header length {declared}, expected {expected}")
@@ -115,7 +123,7 @@ def parse_header(data):
         raise FormatError("owner is not UTF-8") from None
     if not is_canonical_owner(owner):
         raise FormatError("owner is not canonical (lowercase, trimmed)")
-    header = {"owner": owner, "encrypted": encrypted, "length": expected}
+    header = {"owner": owner, "encrypted": encrypted, "sparse": sparse, "length": expected}
     if encrypted:
         if not owner:
             raise FormatError("encrypted file without owner")
@@ -144,17 +152,23 @@ def block_aad(file_id, index):
     return file_id + struct.pack("<Q", index)
 
 
-def encrypt_body(file_key, file_id, plaintext, nonces):
+def encrypt_body(file_key, file_id, plaintext, nonces, holes=()):
+    """`nonces[i]` for block i; the blocks in `holes` are stored as zeros (sparse files only)."""
     aes = AESGCM(file_key)
     out = bytearray()
     for index in range((len(plaintext) + BLOCK - 1) // BLOCK):
-        nonce = nonces[index]
         chunk = plaintext[index * BLOCK:(index + 1) * BLOCK]
+        if index in holes:
+            out += bytes(len(chunk) + OVERHEAD)
+            continue
+        nonce = nonces[index]
         out += nonce + aes.encrypt(nonce, chunk, block_aad(file_id, index))
     return bytes(out)
 
 
-def decrypt_body(file_key, file_id, body):
+def decrypt_body(file_key, file_id, body, sparse=False):
+    """Plaintext of an encrypted body; with `sparse`, a stored block of only zero bytes is a
+    hole (that many zero plaintext bytes), without it such a block fails like any other."""
     size = plaintext_size(len(body))
     if size is None:
         raise FormatError(f"encrypted body of {len(body)} bytes is not a valid length "
@@ -163,6 +177,9 @@ def decrypt_body(file_key, file_id, body):
     out = bytearray()
     for index, start in enumerate(range(0, len(body), STORED_BLOCK)):
         stored = body[start:start + STORED_BLOCK]
+        if sparse and stored.count(0) == len(stored):
+            out += bytes(len(stored) - OVERHEAD)
+            continue
         try:
             out += aes.decrypt(stored[:NONCE], stored[NONCE:], block_aad(file_id, index))
         except InvalidTag:
@@ -181,15 +198,16 @@ def decode_file(data, account_key):
         return body
     if account_key is None:
         raise KeyError("the file is encrypted: --account-key is required")
-    return decrypt_body(unwrap_file_key(header, account_key), header["file_id"], body)
+    return decrypt_body(unwrap_file_key(header, account_key), header["file_id"], body, header["sparse"])
 
 
 # ---------------------------------------------------------------- vectors
 
-def pattern(kind, length):
+def pattern(kind, length, holes=()):
+    """Byte i is i % 251, except in the blocks listed in `holes`, which are zeros."""
     if kind != "i % 251":
         raise ValueError(f"unknown plaintext pattern {kind!r}")
-    return bytes(i % 251 for i in range(length))
+    return bytes(0 if i // BLOCK in holes else i % 251 for i in range(length))
 
 
 def seq(start, count):
@@ -208,6 +226,15 @@ def generate():
     plain_header = build_header(owner, False)
     unmanaged_header = build_header("", False)
     hello = b"hello, mamfs\n"
+    # A sparse file: blocks 0 and 2 hold data, block 1 (full) and block 3 (the last, 10 bytes)
+    # are holes; same keys, file id and wrap nonce as above, flags = encrypted | sparse.
+    holes = [1, 3]
+    sparse_plain = pattern("i % 251", 3 * BLOCK + 10, holes)
+    sparse_nonces = [seq(0x60, 12), None, seq(0x80, 12), None]
+    sparse_header = build_header(owner, True, 1, file_id, file_key, account_key, wrap_nonce, sparse=True)
+    sparse_body = encrypt_body(file_key, file_id, sparse_plain, sparse_nonces, holes)
+    inputs = {"account_key": account_key.hex(), "file_key": file_key.hex(), "file_id": file_id.hex(),
+              "wrap_nonce": wrap_nonce.hex(), "owner": owner, "key_id": 1}
     sizes = [0, 1, 28, 29, 30, 4095, 4096, 4097, STORED_BLOCK - 1, STORED_BLOCK, STORED_BLOCK + 1,
              STORED_BLOCK + 28, STORED_BLOCK + 29, 3 * STORED_BLOCK, 3 * 1024 * 1024 + 17,
              body_length(3 * 1024 * 1024 + 17), body_length(64 * 1024 * 1024)]
@@ -219,18 +246,25 @@ def generate():
         "stored_block_size": STORED_BLOCK,
         "encrypted": [{
             "name": "owner 8c7f3e1a-..., key id 1, 2 blocks (4096 + 10 bytes)",
-            "account_key": account_key.hex(),
-            "file_key": file_key.hex(),
-            "file_id": file_id.hex(),
-            "wrap_nonce": wrap_nonce.hex(),
-            "owner": owner,
-            "key_id": 1,
+            **inputs,
             "header": header.hex(),
             "plaintext_pattern": "i % 251",
             "plaintext_length": len(plain),
             "plaintext_sha256": hashlib.sha256(plain).hexdigest(),
             "block_nonces": [n.hex() for n in nonces],
             "body": body.hex(),
+        }],
+        "sparse": [{
+            "name": "sparse: 4 blocks, block 1 (4096 bytes) and block 3 (last, 10 bytes) are holes",
+            **inputs,
+            "header": sparse_header.hex(),
+            "header_without_flag": header.hex(),
+            "plaintext_pattern": "i % 251",
+            "plaintext_length": len(sparse_plain),
+            "holes": holes,
+            "plaintext_sha256": hashlib.sha256(sparse_plain).hexdigest(),
+            "block_nonces": ["" if n is None else n.hex() for n in sparse_nonces],
+            "body": sparse_body.hex(),
         }],
         "plain": [
             {"name": "plain-tagged, managed owner", "owner": owner, "header": plain_header.hex(),
@@ -240,6 +274,11 @@ def generate():
         ],
         "sizes": [{"body_length": n, "plaintext_size": plaintext_size(n)} for n in sizes],
     }
+
+
+def encrypted_inputs(v):
+    """account key, file key, file id, wrap nonce, header and body of an encrypted vector."""
+    return tuple(bytes.fromhex(v[k]) for k in ("account_key", "file_key", "file_id", "wrap_nonce", "header", "body"))
 
 
 def check_vectors(doc):
@@ -255,9 +294,7 @@ def check_vectors(doc):
     for v in doc.get("encrypted", []):
         name = v.get("name", "?")
         try:
-            account_key, file_key = bytes.fromhex(v["account_key"]), bytes.fromhex(v["file_key"])
-            file_id, wrap_nonce = bytes.fromhex(v["file_id"]), bytes.fromhex(v["wrap_nonce"])
-            header, body = bytes.fromhex(v["header"]), bytes.fromhex(v["body"])
+            account_key, file_key, file_id, wrap_nonce, header, body = encrypted_inputs(v)
             plain = pattern(v["plaintext_pattern"], v["plaintext_length"])
             expect(hashlib.sha256(plain).hexdigest() == v["plaintext_sha256"], f"{name}: plaintext sha256")
             built = build_header(v["owner"], True, v["key_id"], file_id, file_key, account_key, wrap_nonce)
@@ -270,6 +307,43 @@ def check_vectors(doc):
             expect(encrypt_body(file_key, file_id, plain, nonces) == body, f"{name}: body bytes")
             expect(decode_file(header + body, account_key) == plain, f"{name}: decrypted body")
             expect(plaintext_size(len(body)) == len(plain), f"{name}: size formula")
+        except (KeyError, ValueError, FormatError) as e:
+            failures.append(f"{name}: {e}")
+    for v in doc.get("sparse", []):
+        name = v.get("name", "?")
+        try:
+            account_key, file_key, file_id, wrap_nonce, header, body = encrypted_inputs(v)
+            unflagged = bytes.fromhex(v["header_without_flag"])
+            holes = v["holes"]
+            plain = pattern(v["plaintext_pattern"], v["plaintext_length"], holes)
+            expect(hashlib.sha256(plain).hexdigest() == v["plaintext_sha256"], f"{name}: plaintext sha256")
+            built = build_header(v["owner"], True, v["key_id"], file_id, file_key, account_key, wrap_nonce, sparse=True)
+            expect(built == header, f"{name}: header bytes")
+            expect(build_header(v["owner"], True, v["key_id"], file_id, file_key, account_key, wrap_nonce) == unflagged,
+                   f"{name}: header bytes without the flag")
+            parsed = parse_header(header)
+            expect(parsed is not None and parsed["sparse"] and parsed["encrypted"], f"{name}: sparse flag parsed")
+            nonces = [bytes.fromhex(n) if n else None for n in v["block_nonces"]]
+            expect(encrypt_body(file_key, file_id, plain, nonces, holes) == body, f"{name}: body bytes")
+            for index in holes:
+                start = index * STORED_BLOCK
+                expect(body[start:start + STORED_BLOCK].count(0) == len(body[start:start + STORED_BLOCK]),
+                       f"{name}: hole {index} is stored as zeros")
+            expect(decode_file(header + body, account_key) == plain, f"{name}: decrypted body")
+            # Without the flag, the same body's holes are blocks that fail their tag.
+            try:
+                decode_file(unflagged + body, account_key)
+                failures.append(f"{name}: holes read without the sparse flag")
+            except FormatError:
+                pass
+            # The flag cannot be added by rewriting the flags byte: the wrap's AAD covers it.
+            forged = bytearray(unflagged)
+            forged[9] |= FLAG_SPARSE
+            try:
+                decode_file(bytes(forged) + body, account_key)
+                failures.append(f"{name}: a forged sparse flag authenticated")
+            except FormatError:
+                pass
         except (KeyError, ValueError, FormatError) as e:
             failures.append(f"{name}: {e}")
     for v in doc.get("plain", []):
@@ -289,7 +363,7 @@ def check_vectors(doc):
         expect(plaintext_size(n) == m, f"sizes: plaintext_size({n}) = {plaintext_size(n)}, vector says {m}")
         if m is not None:
             expect(body_length(m) == n, f"sizes: body_length({m}) = {body_length(m)}, vector says {n}")
-    if not doc.get("encrypted") or not doc.get("plain") or not doc.get("sizes"):
+    if not doc.get("encrypted") or not doc.get("sparse") or not doc.get("plain") or not doc.get("sizes"):
         failures.append("vector file has an empty section")
     return failures
 
@@ -376,7 +450,8 @@ def cmd_info(args):
             size = plaintext_size(body)
             if size is None:
                 die(EX_DATAERR, f"{args.file}: stored size {stored} is not a valid encrypted length")
-            info.update(plaintext_size=size, key_id=header["key_id"], file_id=header["file_id"].hex())
+            info.update(plaintext_size=size, key_id=header["key_id"], file_id=header["file_id"].hex(),
+                        sparse=header["sparse"])
         else:
             info.update(plaintext_size=body)
     print(json.dumps(info))

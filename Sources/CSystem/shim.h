@@ -35,6 +35,8 @@ static inline int mamfs_memfd_create(const char *name) {
     return memfd_create(name, 1U /* MFD_CLOEXEC */);
 }
 static const int mamfs_FALLOC_FL_KEEP_SIZE = 0x01;
+static const int mamfs_FALLOC_FL_PUNCH_HOLE = 0x02;
+static const int mamfs_FALLOC_FL_ZERO_RANGE = 0x10;
 static const int mamfs_O_PATH = 010000000;
 static const int mamfs_AT_EMPTY_PATH = 0x1000;
 /* O_TMPFILE is __O_TMPFILE | O_DIRECTORY; O_DIRECTORY differs between architectures. */
@@ -43,6 +45,7 @@ static const long mamfs_UTIME_NOW = ((1l << 30) - 1l);
 static const long mamfs_UTIME_OMIT = ((1l << 30) - 2l);
 static const unsigned int mamfs_RENAME_NOREPLACE = 1u << 0;
 static const unsigned int mamfs_RENAME_EXCHANGE = 1u << 1;
+static const unsigned int mamfs_RENAME_WHITEOUT = 1u << 2;
 static const int mamfs_SEEK_DATA = 3;
 static const int mamfs_SEEK_HOLE = 4;
 static const int mamfs_RLIMIT_NOFILE = 7;

@@ -22,8 +22,14 @@ public enum SystemConstants {
     public static let renameNoReplace: UInt32 = mamfs_RENAME_NOREPLACE
     /// `RENAME_EXCHANGE` for renameat2: swap the two names atomically.
     public static let renameExchange: UInt32 = mamfs_RENAME_EXCHANGE
+    /// `RENAME_WHITEOUT` for renameat2: leave a whiteout (character device 0:0) at the old name.
+    public static let renameWhiteout: UInt32 = mamfs_RENAME_WHITEOUT
     /// `FALLOC_FL_KEEP_SIZE` for fallocate: reserve without changing the file size.
     public static let fallocateKeepSize: Int32 = mamfs_FALLOC_FL_KEEP_SIZE
+    /// `FALLOC_FL_PUNCH_HOLE` for fallocate (with KEEP_SIZE): deallocate; the range reads as zeros.
+    public static let fallocatePunchHole: Int32 = mamfs_FALLOC_FL_PUNCH_HOLE
+    /// `FALLOC_FL_ZERO_RANGE` for fallocate: the range reads as zeros and stays allocated.
+    public static let fallocateZeroRange: Int32 = mamfs_FALLOC_FL_ZERO_RANGE
     /// `RLIMIT_NOFILE` for getrlimit/setrlimit (imported by Swift as an enum case of another type).
     public static let resourceOpenFiles: Int32 = mamfs_RLIMIT_NOFILE
 }

@@ -78,7 +78,7 @@ struct XattrListingTests {
         }
     }
 
-    @Test("setting user.mam.owner or user.mam.encrypted to its current value changes nothing; other values of user.mam.encrypted are EPERM; removing them is a no-op only where the owner would stay the same")
+    @Test("setting user.mam.owner or user.mam.encrypted to its current value changes nothing; user.mam.encrypted=0 on an encrypted file and 1 on a directory are EPERM, a value other than 0 and 1 EINVAL; removing them is a no-op only where the owner would stay the same")
     func settingAndRemovingCurrentValues() throws {
         try withMount(.managed) { m in
             let r = try python(m, """
@@ -111,7 +111,7 @@ struct XattrListingTests {
             #expect(r.status == 0, "\(r.err)")
             #expect(r.out == """
             ok ok b'' True
-            ok EPERM ok EPERM EPERM
+            ok EPERM ok EPERM EINVAL
             ok ok ok EPERM EPERM EPERM
             ENODATA ['user.mam.owner', 'user.mam.encrypted'] True True b''
 

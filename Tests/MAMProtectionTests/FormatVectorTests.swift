@@ -85,6 +85,42 @@ struct FormatVectorTests {
         }
     }
 
+    @Test("sparse vector: Swift builds the same header, reads the holes as zeros, and fails them without the flag")
+    func sparseVector() throws {
+        let vectors = try FormatVectors.load()
+        #expect(!vectors.sparse.isEmpty)
+        let dir = try TempDirectory()
+        for v in vectors.sparse {
+            let accountKey = try SymmetricKey(bytes: try v.bytes(\.accountKey))
+            let header = try ProtectedFileHeader(owner: v.owner, keyId: v.keyId, fileId: try v.bytes(\.fileId),
+                                                 fileKey: try SymmetricKey(bytes: try v.bytes(\.fileKey)),
+                                                 accountKey: accountKey, wrapNonce: try v.bytes(\.wrapNonce), sparse: true)
+            #expect(header.encoded() == (try v.bytes(\.header)), "\(v.name)")
+            #expect(header.isSparse)
+            let decoded = try #require(try v.bytes(\.header).withUnsafeBytes { try ProtectedFileHeader.decode($0) })
+            #expect(decoded.isSparse && decoded == header)
+            let path = dir.file("sparse")
+            try FormatFixture.writeFile(path, try v.bytes(\.header) + v.bytes(\.body))
+            let file = try BackingFile(path: path)
+            let content = try FormatFixture.reopen(file, accountKey: accountKey)
+            let plain = try FormatFixture.readAll(content)
+            #expect(plain == v.plaintext, "\(v.name)")
+            #expect(plain.count == v.plaintextLength)
+            // The same body under the header without the flag: its holes fail authentication.
+            let headerWithoutFlag = try #require(v.headerWithoutFlag.flatMap { FormatFixture.bytes(hex: $0) })
+            try FormatFixture.writeFile(path, headerWithoutFlag + v.bytes(\.body))
+            let unflagged = try FormatFixture.reopen(file, accountKey: accountKey)
+            #expect(unflagged.header?.isSparse == false)
+            #expect(try FormatFixture.read(unflagged, at: 0, count: 4096) == Array(v.plaintext[0..<4096]))
+            #expect(v.holes?.isEmpty == false)
+            for hole in v.holes ?? [] {
+                #expect(FormatFixture.isAuthenticationFailure { _ = try FormatFixture.read(unflagged, at: Int64(hole * 4096), count: 1) },
+                        "hole \(hole) read without the flag")
+            }
+            withExtendedLifetime(file) {}
+        }
+    }
+
     @Test("plain-tagged headers equal the vectors and the body is the bytes unchanged")
     func plainHeaders() throws {
         let vectors = try FormatVectors.load()
@@ -168,16 +204,33 @@ struct FormatVectorTests {
     }
 }
 
+/// A vector whose byte fields are hex strings.
+protocol HexVector {
+    var name: String { get }
+}
+
+extension HexVector {
+    /// The hex field at `field` as bytes.
+    func bytes(_ field: KeyPath<Self, String>) throws -> [UInt8] {
+        guard let bytes = FormatFixture.bytes(hex: self[keyPath: field]) else {
+            throw FormatFixture.Failure("vector \(name): \(field) is not hex")
+        }
+        return bytes
+    }
+}
+
 /// Tools/format-vectors.json.
 struct FormatVectors: Decodable {
     let formatVersion: Int
     let blockSize: Int
     let storedBlockSize: Int
     let encrypted: [Encrypted]
+    /// Encrypted files with holes (`holes`, `headerWithoutFlag` set).
+    let sparse: [Encrypted]
     let plain: [Plain]
     let sizes: [Size]
 
-    struct Encrypted: Decodable {
+    struct Encrypted: Decodable, HexVector {
         let name: String
         let accountKey: String
         let fileKey: String
@@ -190,17 +243,12 @@ struct FormatVectors: Decodable {
         let plaintextLength: Int
         let blockNonces: [String]
         let body: String
+        /// Sparse vectors: the blocks stored as holes, and the same header without the flag.
+        let holes: [Int]?
+        let headerWithoutFlag: String?
 
-        /// The hex field at `field` as bytes.
-        func bytes(_ field: KeyPath<Encrypted, String>) throws -> [UInt8] {
-            guard let bytes = FormatFixture.bytes(hex: self[keyPath: field]) else {
-                throw FormatFixture.Failure("vector \(name): \(field) is not hex")
-            }
-            return bytes
-        }
-
-        /// The plaintext: byte i is i % 251 (the only pattern the vectors use).
-        var plaintext: [UInt8] { (0..<plaintextLength).map { UInt8($0 % 251) } }
+        /// The plaintext: byte i is i % 251 (the only pattern the vectors use), zeros in `holes`.
+        var plaintext: [UInt8] { (0..<plaintextLength).map { (holes ?? []).contains($0 / 4096) ? 0 : UInt8($0 % 251) } }
     }
 
     struct Plain: Decodable {
@@ -222,7 +270,8 @@ struct FormatVectors: Decodable {
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         let vectors = try decoder.decode(FormatVectors.self, from: data)
         guard vectors.formatVersion == 1, vectors.blockSize == 4096, vectors.storedBlockSize == 4124,
-              vectors.encrypted.allSatisfy({ $0.plaintextPattern == "i % 251" }) else {
+              vectors.encrypted.allSatisfy({ $0.plaintextPattern == "i % 251" }),
+              vectors.sparse.allSatisfy({ $0.plaintextPattern == "i % 251" }) else {
             throw FormatFixture.Failure("format-vectors.json describes another format")
         }
         return vectors

@@ -11,11 +11,15 @@ struct DifferentialTests {
     /// a disabled regression below. Remove an entry when its bug is fixed.
     static let avoid = ""
 
-    /// A reference directory on tmpfs when there is one (cheap fsync), else next to the mount.
+    /// The reference directory: next to the mount, on the backing directory's filesystem,
+    /// which must be ext4 (fsdiff compares fallocate's modes byte for byte, and tmpfs, for
+    /// one, has no FALLOC_FL_ZERO_RANGE).
     static func referenceDirectory(_ mount: RobustMount) throws -> String {
-        let shm = "/dev/shm"
-        let parent = FileManager.default.isWritableFile(atPath: shm) ? shm : mount.base
-        let dir = parent + "/mamfs-fsdiff-ref-\(UUID().uuidString.prefix(8))"
+        let type = try shell("stat -f -c %t \(shellQuote(mount.base))").out
+        guard type == "ef53\n" else {
+            throw TestSupportError("fsdiff compares with ext4, but \(mount.base) is on filesystem type 0x\(type.trimmingCharacters(in: .whitespacesAndNewlines))")
+        }
+        let dir = mount.base + "/mamfs-fsdiff-ref-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir
     }

@@ -134,6 +134,17 @@ final class Inode: @unchecked Sendable {
         state.withLock { $0.content = .known(header: header, stamp: stamp, key: key, keyGeneration: generation) }
     }
 
+    /// Replaces the cached header by `header`, the same file's header with the sparse flag set
+    /// (same file id and file key, so the key and stamp stay); no effect when another file's
+    /// header is cached.
+    func storeSparseHeader(_ header: ProtectedFileHeader) {
+        state.withLock { state in
+            guard case .known(let old, let stamp, let key, let generation) = state.content,
+                  let old, old.encryption?.fileId == header.encryption?.fileId else { return }
+            state.content = .known(header: header, stamp: stamp, key: key, keyGeneration: generation)
+        }
+    }
+
     /// Records the file key of the known header, loaded in `generation`.
     func storeFileKey(_ key: SymmetricKey?, generation: UInt64) {
         state.withLock { $0.content = $0.content.storing(key: key, generation: generation) }

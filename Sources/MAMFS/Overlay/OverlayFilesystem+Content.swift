@@ -105,12 +105,12 @@ extension OverlayFilesystem {
     }
 
     /// Replaces the backing size in `st` by the plaintext size under `header` (a torn tail
-    /// shows its whole blocks: `ProtectedFileContent.visiblePlaintextSize`).
+    /// shows its whole blocks: `ProtectedFileContent.visiblePlaintextSize`). st_blocks stays
+    /// the backing file's allocation, as for any file: holes and space reserved past the end
+    /// show in it the way they do on the backing filesystem.
     func applyPlaintextSize(_ st: inout stat, header: ProtectedFileHeader?) {
         guard let header else { return }
-        let size = ProtectedFileContent.visiblePlaintextSize(storedSize: Int64(st.st_size), header: header)
-        st.st_size = Int(size)
-        if header.isEncrypted { st.st_blocks = Int((size + 511) / 512) }
+        st.st_size = Int(ProtectedFileContent.visiblePlaintextSize(storedSize: Int64(st.st_size), header: header))
     }
 
     /// A plaintext view of an open file: the entry's header and key, or, when the entry was
@@ -131,8 +131,30 @@ extension OverlayFilesystem {
                 inode.storeHeader(header, stamp: st.st_ctim)
             }
             if header?.isEncrypted == true && key == nil { key = try fileKey(inode, header: header) }
-            return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key)
+            return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key, sparseHeader: sparseHeaderSource)
         }
+        // The handle's own header is cached in the handle: it is not made sparse from here
+        // (a file sparse already still gets holes).
         return try handle.detachedContent { header in try context.fileKey(for: header) }
+    }
+
+    /// How a file written through the mount gets the sparse header flag (its first hole).
+    var sparseHeaderSource: ProtectedFileContent.SparseHeaderSource {
+        { [context] header in try context.sparseHeader(for: header) }
+    }
+
+    /// Runs `body` on the plaintext view of `handle` (the caller holds the exclusive content
+    /// lock) and, when the body gave the file its first hole, keeps the new header (the
+    /// sparse flag set, the same file key) as the entry's cached one, also when it failed
+    /// after that.
+    func changingContent<R>(_ handle: OpenFile, _ body: (ProtectedFileContent) throws -> R) throws -> R {
+        let content = try content(handle)
+        let before = content.header
+        defer {
+            if let after = content.header, after != before, handle.backingKey == handle.inode.key {
+                handle.inode.storeSparseHeader(after)
+            }
+        }
+        return try body(content)
     }
 }

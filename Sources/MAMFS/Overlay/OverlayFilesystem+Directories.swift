@@ -8,13 +8,13 @@ import MAMSystem
 extension OverlayFilesystem {
     /// Makes the directory `name` in `parent` (mode bits of `mode`), owned by the caller.
     func mkdir(parent: UInt64, name: UnsafePointer<CChar>, mode: mode_t, caller: Caller) throws -> MadeEntry {
-        try makeObject(parent, name, caller) { dirFD in mkdirat(dirFD, name, mode & 0o7777) }
+        try makeObject(parent, name, caller, mode: mode) { dirFD in mkdirat(dirFD, name, mode & 0o7777) }
     }
 
     /// Makes a special file, or a regular file tagged like a created one.
     func mknod(parent: UInt64, name: UnsafePointer<CChar>, mode: mode_t, rdev: dev_t, caller: Caller) throws -> MadeEntry {
         guard (mode & S_IFMT) == S_IFREG else {
-            return try makeObject(parent, name, caller) { dirFD in mknodat(dirFD, name, mode, rdev) }
+            return try makeObject(parent, name, caller, mode: mode) { dirFD in mknodat(dirFD, name, mode, rdev) }
         }
         var made: MadeObject?
         do {
@@ -37,9 +37,10 @@ extension OverlayFilesystem {
     }
 
     /// mkdir, mknod (not regular) and symlink: `make` creates `name` in the directory open as
-    /// its argument and returns 0 or -1 with errno; the object is given to the caller and
-    /// looked up. On any failure after it was made, it is removed again (MadeObject).
-    private func makeObject(_ parent: UInt64, _ name: UnsafePointer<CChar>, _ caller: Caller,
+    /// its argument and returns 0 or -1 with errno; the object is given to the caller (with
+    /// the set-id bits of `mode`: `chownToCaller`) and looked up. On any failure after it was
+    /// made, it is removed again (MadeObject).
+    private func makeObject(_ parent: UInt64, _ name: UnsafePointer<CChar>, _ caller: Caller, mode: mode_t = 0,
                             _ make: (Int32) -> Int32) throws -> MadeEntry {
         var made: MadeObject?
         do {
@@ -48,7 +49,7 @@ extension OverlayFilesystem {
             let dirFD = try dir.descriptor()
             guard make(dirFD) == 0 else { throw FilesystemError.current() }
             made = MadeObject(directoryFD: dirFD, name: name)
-            chownToCaller(caller, dirFD: dirFD, name: name)
+            chownToCaller(caller, dirFD: dirFD, name: name, mode: mode)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             return MadeEntry(entry: entry(inode, st), made: made, directory: dir, name: nameBytes(name))
         } catch {
@@ -114,14 +115,19 @@ extension OverlayFilesystem {
     }
 
     /// rename(2)/renameat2 of `name` in `parent` to `newName` in `newParent` (flags 0,
-    /// RENAME_NOREPLACE, RENAME_EXCHANGE): one rename, with the mount kind's work around it.
-    /// - Throws: EINVAL for other flags, the backing rename's errno (EEXIST, ENOTEMPTY, ...).
+    /// RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT, as the backing renameat2 takes
+    /// them): one rename, with the mount kind's work around it. The whiteout RENAME_WHITEOUT
+    /// leaves at the old name (a character device 0:0, what overlayfs on top of the mount
+    /// needs) is made by the backing filesystem and given to the caller.
+    /// - Throws: EINVAL for other flags, the backing rename's errno (EEXIST, ENOTEMPTY, EPERM
+    ///   for a whiteout the daemon may not make, ...).
     func rename(parent: UInt64, name: UnsafePointer<CChar>, newParent: UInt64, newName: UnsafePointer<CChar>,
                 flags: UInt32, caller: Caller) throws {
         try namespaceLock.reading {
             let from = try node(parent, for: .rename, by: caller)
             let to = try node(newParent, for: .rename, by: caller)
-            guard flags & ~(SystemConstants.renameNoReplace | SystemConstants.renameExchange) == 0 else { throw FilesystemError(code: EINVAL) }
+            let known = SystemConstants.renameNoReplace | SystemConstants.renameExchange | SystemConstants.renameWhiteout
+            guard flags & ~known == 0 else { throw FilesystemError(code: EINVAL) }
             let exchange = flags & SystemConstants.renameExchange != 0
             try checkVisibleName(from, name, missing: true)
             try checkVisibleName(to, newName)
@@ -132,6 +138,7 @@ extension OverlayFilesystem {
                 let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
                 try SystemCall.rename(from: from.fd, name, to: to.fd, newName, flags: flags)
                 recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
+                if flags & SystemConstants.renameWhiteout != 0 { chownToCaller(caller, dirFD: from.fd, name: name) }
             }
         }
     }

@@ -25,7 +25,7 @@ extension OverlayFilesystem {
         let made = (try? file.stat()).map { MadeObject(directoryFD: dirFD, name: name, stat: $0) } ?? MadeObject(directoryFD: dirFD, name: name)
         do {
             guard let made else { throw FilesystemError.current() }
-            chownToCaller(caller, dirFD: dirFD, name: name)
+            chownToCaller(caller, dirFD: dirFD, name: name, mode: mode)
             let owner = try decidedOwner ?? inheritedOwner(of: dir)
             let (header, key) = try newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.
@@ -209,9 +209,10 @@ extension OverlayFilesystem {
         try encryptIfRequired(before: handle)
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
-            let content = try content(handle)
-            let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
-            try content.write(data, at: at)
+            try changingContent(handle) { content in
+                let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
+                try content.write(data, at: at)
+            }
         }
         return data.count
     }
@@ -233,34 +234,35 @@ extension OverlayFilesystem {
         if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: false) }
     }
 
-    /// Allocates plaintext `offset..<offset+length` (mode 0 only: EOPNOTSUPP otherwise);
-    /// range-checked (EINVAL, EFBIG) and released again on failure (ENOSPC).
+    /// fallocate(2) of plaintext `offset..<offset+length` in `mode` (`AllocationMode`: mode 0,
+    /// KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE with or without KEEP_SIZE); range-checked
+    /// (EINVAL, EFBIG) and released again on failure (ENOSPC).
+    /// - Throws: EOPNOTSUPP for other modes (COLLAPSE_RANGE, INSERT_RANGE, ...), before any
+    ///   admission or change.
     func fallocate(_ handle: OpenFile, mode: Int32, offset: Int, length: Int, caller: Caller) throws {
-        guard mode == 0 else { throw FilesystemError(code: EOPNOTSUPP) }
+        guard let allocation = AllocationMode(flags: mode) else { throw FilesystemError(code: EOPNOTSUPP) }
         try admit(.write, on: handle.inode, by: caller)
         try requireOwnerNotWiped(handle)
         try encryptIfRequired(before: handle)
         try handle.inode.contentLock.writing {
-            try content(handle).allocate(offset: Int64(offset), length: Int64(length))
+            try changingContent(handle) { try $0.allocate(allocation, offset: Int64(offset), length: Int64(length)) }
         }
     }
 
-    /// SEEK_DATA / SEEK_HOLE from plaintext `offset`. Encrypted files have no holes (data up to
-    /// the end); plain ones ask the backing file, shifted by the header.
-    /// - Throws: EINVAL for another `whence`, ENXIO at or past the end (as ext4).
+    /// SEEK_DATA / SEEK_HOLE from plaintext `offset` (`ProtectedFileContent.seek`: plain files
+    /// ask the backing file, sparse encrypted files report their holes block by block).
+    /// - Throws: EINVAL for another `whence`, ENXIO for a negative offset or one at or past the
+    ///   end (as ext4).
     func lseek(_ handle: OpenFile, offset: Int, whence: Int32, caller: Caller) throws -> Int64 {
         try admit(.read, on: handle.inode, by: caller)
+        let target: ProtectedFileContent.SeekTarget
+        switch whence {
+        case SystemConstants.seekData: target = .data
+        case SystemConstants.seekHole: target = .hole
+        default: throw FilesystemError(code: EINVAL)
+        }
         return try handle.inode.contentLock.reading {
-            let content = try content(handle)
-            let size = try content.plaintextSize()
-            if whence != SystemConstants.seekData && whence != SystemConstants.seekHole { throw FilesystemError(code: EINVAL) }
-            guard offset >= 0, Int64(offset) < size else { throw FilesystemError(code: ENXIO) }
-            if content.header?.isEncrypted == true {
-                return whence == SystemConstants.seekData ? Int64(offset) : size
-            }
-            let position = Glibc.lseek(handle.fd, off_t(content.dataOffset + Int64(offset)), whence)
-            guard position >= 0 else { throw FilesystemError.current() }
-            return min(size, max(Int64(offset), Int64(position) - content.dataOffset))
+            try content(handle).seek(target, from: Int64(offset))
         }
     }
 }

@@ -109,12 +109,15 @@ extension OverlayFilesystem {
     private func truncate(_ inode: Inode, to size: Int64, handle: OpenFile?) throws {
         try inode.contentLock.writing {
             if let handle, handle.writable {
-                try content(handle).truncate(to: size)
+                try changingContent(handle) { try $0.truncate(to: size) }
                 return
             }
             let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDWR | O_CLOEXEC)
             let header = try self.header(inode, ctime: try file.stat().st_ctim)
-            try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try fileKey(inode, header: header)).truncate(to: size)
+            let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try fileKey(inode, header: header),
+                                                   sparseHeader: sparseHeaderSource)
+            defer { if let after = content.header, after != header { inode.storeSparseHeader(after) } }
+            try content.truncate(to: size)
         }
     }
     /// Finds `name` in `parent`, registers it (lookup count + 1, `name` recorded as where it
@@ -158,9 +161,19 @@ extension OverlayFilesystem {
         Entry(inode: inode, attributes: st, attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
     }
 
-    /// Gives a new object the caller's uid/gid (the daemon creates as root).
-    func chownToCaller(_ caller: Caller, dirFD: Int32, name: UnsafePointer<CChar>) {
+    /// Gives a new object (made by the daemon as root) the owner the kernel gives one made by
+    /// the caller: the caller's uid, and the caller's gid, or in a directory with S_ISGID the
+    /// directory's group, which the backing filesystem gave it already (a new subdirectory
+    /// there also got S_ISGID from it). root's chown clears S_ISUID and S_ISGID of a file with
+    /// group execute, so the set-id bits of `mode` (the kernel's, S_ISGID stripped already
+    /// where the caller may not have it) are set again, without following a symlink.
+    func chownToCaller(_ caller: Caller, dirFD: Int32, name: UnsafePointer<CChar>, mode: mode_t = 0) {
         guard daemonUID == 0, caller.uid != 0 || caller.gid != 0 else { return }
-        _ = fchownat(dirFD, name, caller.uid, caller.gid, AT_SYMLINK_NOFOLLOW)
+        let inheritsGroup = ((try? SystemCall.stat(fd: dirFD))?.st_mode ?? 0) & S_ISGID != 0
+        _ = fchownat(dirFD, name, caller.uid, inheritsGroup ? gid_t.max : caller.gid, AT_SYMLINK_NOFOLLOW)
+        guard mode & (S_ISUID | S_ISGID) != 0,
+              let object = try? FileDescriptor.openPath(in: dirFD, name, flags: O_NOFOLLOW),
+              let st = try? object.stat(), (st.st_mode & S_IFMT) != S_IFLNK else { return }
+        _ = chmod(ProcessDescriptorPath.path(of: object.rawValue), mode & 0o7777)
     }
 }

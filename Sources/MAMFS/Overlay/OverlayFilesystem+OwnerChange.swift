@@ -14,17 +14,21 @@ import MAMSystem
 /// is changed.
 extension OverlayFilesystem {
     /// Writing `user.mam.owner` = `mamfs protect` on the backing path (recursive for a directory).
+    /// - Parameter encrypted: true (writing `user.mam.encrypted` = 1 on a regular file): the
+    ///   file is left encrypted for `owner` (a managed account) also when `owner`'s policy does
+    ///   not require it: protected, then encrypted in place (`mamfs encrypt`) when still plain.
     /// - Throws: `FilesystemError(EACCES)` when `caller` may not write `inode` or, for a
     ///   directory, a file or tagged directory below it (or may not search a directory below it);
-    ///   EPERM for other kinds of objects; the protect's own errors.
+    ///   EPERM for other kinds of objects; the protect's own errors (EMLINK: a file with other
+    ///   hard links is not encrypted in place).
     ///
     /// Renames and links through the mount wait until it is done (`namespaceLock`), so the
     /// objects rewritten are the ones checked.
-    func protect(_ inode: Inode, owner: String, caller: CallerCredentials) throws {
-        try namespaceLock.writing { try protectChecked(inode, owner: owner, caller: caller) }
+    func protect(_ inode: Inode, owner: String, caller: CallerCredentials, encrypted: Bool = false) throws {
+        try namespaceLock.writing { try protectChecked(inode, owner: owner, caller: caller, encrypted: encrypted) }
     }
 
-    private func protectChecked(_ inode: Inode, owner: String, caller: CallerCredentials) throws {
+    private func protectChecked(_ inode: Inode, owner: String, caller: CallerCredentials, encrypted: Bool) throws {
         // The daemon's own write access (protect rewrites the file), for mounts run by a user.
         guard Glibc.access(inode.procPath, W_OK) == 0 else { throw FilesystemError.current() }
         try checkOwnerChange(of: inode, by: caller)
@@ -32,8 +36,12 @@ extension OverlayFilesystem {
         let path = try backingPath(inode)
         if inode.isRegular {
             try inode.contentLock.writing {
+                // Also after a failed encryption: the protect before it may have replaced the file.
+                defer { repoint(inode, toPath: path) }
                 try context.protect(path: path, accountId: owner, recursive: false)
-                repoint(inode, toPath: path)
+                if encrypted, try !context.files.isFileEncrypted(path: path) {
+                    try context.files.encryptFile(path: path, forAccountId: owner)
+                }
             }
         } else if inode.isDirectory {
             try context.protect(path: path, accountId: owner, recursive: true)

@@ -101,17 +101,15 @@ extension OverlayFilesystem {
 
     /// Sets `name` to `value`. Writing `user.mam.owner` changes the owner (`protect`), except
     /// that the owner the object already has changes nothing (no rewrite, a directory's contents
-    /// are not re-protected); a plain work file whose owner's policy now requires encryption is
-    /// still encrypted by it. Writing `user.mam.encrypted` with the value it reads ("1"/"0")
-    /// changes nothing, any other value is EPERM (encryption follows the owner).
-    /// - Throws: EPERM for another `user.mam.encrypted` value and for reserved names; `protect`'s errors.
+    /// are not re-protected, an encrypted file stays encrypted); a plain work file whose owner's
+    /// policy now requires encryption is still encrypted by it. Writing `user.mam.encrypted`:
+    /// see `setEncrypted`.
+    /// - Throws: EPERM for reserved names; `setEncrypted`'s and `protect`'s errors.
     func setxattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32, caller: Caller) throws {
         let inode = try node(nodeid, for: .changeXattr, by: caller)
         if isNamed(name, OverlayFilesystem.encryptedAttribute) {
             try requireWriteAccess(inode, caller)
-            guard let current = try virtualAttribute(inode, name), valueText(value) == current else {
-                throw FilesystemError(code: EPERM)
-            }
+            try setEncrypted(inode, to: valueText(value), caller: caller)
             return
         }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
@@ -128,14 +126,49 @@ extension OverlayFilesystem {
         try ExtendedAttributes(path: inode.procPath).set(cName: name, value, flags: flags)
     }
 
+    /// Writing `user.mam.encrypted` = `value` (the text the caller sent), which can raise a
+    /// file's protection but never lower it: the current value ("0" for a directory) changes
+    /// nothing; "1" on a plain file encrypts it for `encryptionOwner` (its own managed owner, or
+    /// the mount's account for an unowned file), as an owner change does (`admit`
+    /// `.changeOwner`, then `protect` with `encrypted`), so copying tools that set the
+    /// attributes in name order (rsync -X: `user.mam.encrypted` before `user.mam.owner`) work.
+    /// - Throws: EINVAL for a value other than "0" and "1"; EPERM for "0" on an encrypted file
+    ///   (decryption goes through the owner and its policy), for "1" on a directory or another
+    ///   kind of object, and for "1" on a file without an `encryptionOwner`; the admission's and
+    ///   `protect`'s errors (EACCES when the caller may not write the file).
+    private func setEncrypted(_ inode: Inode, to value: String, caller: Caller) throws {
+        guard value == "0" || value == "1" else { throw FilesystemError(code: EINVAL) }
+        guard let current = try encryptionValue(inode) else { throw FilesystemError(code: EPERM) }
+        if value == current { return }
+        guard value == "1", inode.isRegular, let owner = try encryptionOwner(inode) else { throw FilesystemError(code: EPERM) }
+        try admit(.changeOwner(to: owner), on: inode, by: caller)
+        try protect(inode, owner: owner, caller: caller.credentials, encrypted: true)
+    }
+
+    /// The account a plain file is encrypted for when "1" is written: its owner when that is a
+    /// managed account here; for an unowned file (untagged or unmanaged-tagged), the mount's
+    /// `--account` when it is managed. Nil when there is none: an owner not managed here has no
+    /// key, and a mount without a managed account has no account to give an unowned file.
+    private func encryptionOwner(_ inode: Inode) throws -> String? {
+        let owner = try currentOwner(inode) ?? ""
+        let account = owner.isEmpty ? options.account : owner
+        guard !account.isEmpty, context.policyEvaluator.isManaged(accountId: account) else { return nil }
+        return account
+    }
+
+    /// What `user.mam.encrypted` reads ("1" or "0"); nil for objects other than files and directories.
+    private func encryptionValue(_ inode: Inode) throws -> String? {
+        try OverlayFilesystem.encryptedAttribute.withCString { try virtualAttribute(inode, $0) }
+    }
+
     /// True when protecting `inode` for `owner` (an accountId or UPN, "" unmanaged) would change
-    /// nothing: it has that owner already and, for a file, the encryption that owner's policy gives.
+    /// nothing: it has that owner already and, for a file, at least the encryption that owner's
+    /// policy gives (a file encrypted although the policy does not require it stays so).
     private func isAlreadyOwned(_ inode: Inode, by owner: String) throws -> Bool {
         guard inode.isRegular || inode.isDirectory, let current = try currentOwner(inode),
               let wanted = try? context.resolveOwner(owner), current == wanted else { return false }
         guard inode.isRegular else { return true }
-        let encrypted = try OverlayFilesystem.encryptedAttribute.withCString { try virtualAttribute(inode, $0) } == "1"
-        return encrypted == context.policyEvaluator.isFileEncryptionRequired(accountId: current)
+        return try encryptionValue(inode) == "1" || !context.policyEvaluator.isFileEncryptionRequired(accountId: current)
     }
 
     /// Removes `name`. The mamfs attributes cannot really be removed (every tagged object has

@@ -1,5 +1,8 @@
+import Glibc
+
 /// Geometry of the encrypted body (docs/FORMAT.md): 4096-byte plaintext blocks, each stored
 /// as nonce (12) || ciphertext (same length) || tag (16). Only the last block may be short.
+/// In a sparse file a stored block of only zero bytes is a hole.
 public enum BlockLayout {
     /// Plaintext bytes per block.
     public static let plaintextBlockSize = 4096
@@ -45,6 +48,20 @@ public enum BlockLayout {
         let full = bodyLength / Int64(storedBlockSize)
         let rest = bodyLength % Int64(storedBlockSize)
         return full * Int64(plaintextBlockSize) + max(0, rest - Int64(overhead))
+    }
+
+    /// A full stored block of zeros: what `isHole` compares with.
+    private static let zeroBlock = [UInt8](repeating: 0, count: storedBlockSize)
+
+    /// Whether the stored block `stored` (a whole slot: nonce, ciphertext and tag, at most
+    /// `storedBlockSize` bytes) is all zero bytes, the way a sparse file stores a hole. The
+    /// tag is looked at first: a sealed block's tag is zero with probability 2^-128.
+    public static func isHole(_ stored: UnsafeRawBufferPointer) -> Bool {
+        guard stored.count > overhead, stored.count <= storedBlockSize, let base = stored.baseAddress else { return false }
+        return zeroBlock.withUnsafeBytes { zeros in
+            memcmp(base + stored.count - AESGCM.tagSize, zeros.baseAddress!, AESGCM.tagSize) == 0
+                && memcmp(base, zeros.baseAddress!, stored.count) == 0
+        }
     }
 
     /// AAD of block `index` of the file with `fileId`: fileId (16) || index (u64 little-endian).

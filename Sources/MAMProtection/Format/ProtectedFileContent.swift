@@ -8,27 +8,44 @@ import Foundation
 /// last block when a write starts past the end). The object is not synchronised: callers
 /// (the mount's per-inode content lock, the CLI) serialise writers against everything else.
 /// Concurrent `read` calls are safe.
+///
+/// Holes: an encrypted file with the sparse header flag stores a block never written as
+/// zero bytes (docs/FORMAT.md, "Holes"). Growing a file past whole blocks (truncate, a write
+/// past the end), punching and zeroing store holes when the file is sparse already or when a
+/// `SparseHeaderSource` can set the flag (rewrapping needs the account key); without either
+/// they store encrypted zeros, as before the flag existed.
 public final class ProtectedFileContent: @unchecked Sendable {
+    /// Makes the sparse version of an encrypted header (same owner, key id, file id and file
+    /// key; the flag set and the file key wrapped again under the account key), e.g.
+    /// `ProtectionContext.sparseHeader(for:)`.
+    public typealias SparseHeaderSource = @Sendable (ProtectedFileHeader) throws -> ProtectedFileHeader
+
     /// The backing file descriptor (opened read-write for writing; not owned, not closed here).
     public let fd: Int32
-    /// The file's header; nil for an untagged file.
-    public let header: ProtectedFileHeader?
-    private let fileKey: SymmetricKey?
+    /// The file's header; nil for an untagged file. Changes only when the file gets its first
+    /// hole (the sparse flag is set): callers that cache the header read it back after writing.
+    public internal(set) var header: ProtectedFileHeader?
+    let fileKey: SymmetricKey?
+    /// Where the sparse header comes from; nil: holes only in files that are sparse already.
+    let sparseHeaderSource: SparseHeaderSource?
     /// Blocks encrypted per backing write: bounds memory per call.
-    private static let blocksPerChunk = 64
+    static let blocksPerChunk = 64
 
     /// - Parameters:
     ///   - fd: open backing file.
     ///   - header: parsed header, or nil when untagged.
     ///   - fileKey: the unwrapped file key; required exactly when `header` is encrypted.
+    ///   - sparseHeader: how the header gets the sparse flag when the file gets its first hole
+    ///     (nil: a file without the flag grows and is zeroed with encrypted zeros instead).
     /// - Throws: `MAMError.invalidArguments` when the key does not match the header kind.
-    public init(fd: Int32, header: ProtectedFileHeader?, fileKey: SymmetricKey?) throws {
+    public init(fd: Int32, header: ProtectedFileHeader?, fileKey: SymmetricKey?, sparseHeader: SparseHeaderSource? = nil) throws {
         guard (header?.isEncrypted ?? false) == (fileKey != nil) else {
             throw MAMError.invalidArguments("a file key is needed exactly for encrypted files")
         }
         self.fd = fd
         self.header = header
         self.fileKey = fileKey
+        self.sparseHeaderSource = sparseHeader
     }
 
     /// Byte offset of the body in the backing file (the header length, 0 when untagged).
@@ -131,7 +148,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
                 let copyTo = min(end, blockStart + Int64(plainLength))
                 let wholeBlock = copyFrom == blockStart && copyTo == blockStart + Int64(plainLength)
                 let target = wholeBlock ? buffer.baseAddress! + Int(blockStart - offset) : blockPlain.baseAddress!
-                try cipher.open(index: b, stored: storedBlock, into: target)
+                try openBlock(cipher, index: b, stored: storedBlock, into: target)
                 if !wholeBlock {
                     (buffer.baseAddress! + Int(copyFrom - offset)).copyMemory(
                         from: blockPlain.baseAddress! + Int(copyFrom - blockStart), byteCount: Int(copyTo - copyFrom))
@@ -143,14 +160,14 @@ public final class ProtectedFileContent: @unchecked Sendable {
     }
 
     /// Stored length of blocks first...last (inclusive), which must exist for `plaintextSize`.
-    private static func storedLength(from first: Int64, through last: Int64, plaintextSize size: Int64) -> Int {
+    static func storedLength(from first: Int64, through last: Int64, plaintextSize size: Int64) -> Int {
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let lastPlain = min(bs, size - last * bs)
         return Int(last - first) * BlockLayout.storedBlockSize + Int(lastPlain) + BlockLayout.overhead
     }
 
     /// Reads the stored bytes of blocks first...last (inclusive) into a new buffer the caller deallocates.
-    private func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64) throws -> UnsafeMutableRawBufferPointer {
+    func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64) throws -> UnsafeMutableRawBufferPointer {
         let length = ProtectedFileContent.storedLength(from: first, through: last, plaintextSize: size)
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 16)
         do {
@@ -164,8 +181,8 @@ public final class ProtectedFileContent: @unchecked Sendable {
 
     /// Reads the stored bytes of blocks first...last (inclusive) into the start of `buffer`
     /// (large enough for them) and returns that part of it.
-    private func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64,
-                                  into buffer: UnsafeMutableRawBufferPointer) throws -> UnsafeMutableRawBufferPointer {
+    func readStoredBlocks(from first: Int64, through last: Int64, plaintextSize size: Int64,
+                          into buffer: UnsafeMutableRawBufferPointer) throws -> UnsafeMutableRawBufferPointer {
         let length = ProtectedFileContent.storedLength(from: first, through: last, plaintextSize: size)
         let stored = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
         let got = try FileIO.preadFully(fd, stored, at: dataOffset + first * Int64(BlockLayout.storedBlockSize))
@@ -190,9 +207,11 @@ public final class ProtectedFileContent: @unchecked Sendable {
         guard header?.isEncrypted == true else {
             // A write that fails part-way (ENOSPC) must not leave its first bytes behind:
             // reserve the new range first, and on failure cut the file back to its old size.
+            // A gap before the write stays a hole, as on the backing filesystem.
             let oldSize = try FileIO.size(fd)
             let end = dataOffset + plainEnd
-            if end > oldSize { try reserveSpace(offset: oldSize, length: end - oldSize) }
+            let reserveFrom = max(oldSize, dataOffset + offset)
+            if end > reserveFrom { try reserveSpace(offset: reserveFrom, length: end - reserveFrom) }
             do {
                 try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
             } catch {
@@ -201,11 +220,18 @@ public final class ProtectedFileContent: @unchecked Sendable {
             }
             return
         }
-        try writeEncrypted(offset: offset, source: bytes)
+        let size = try plaintextSize()
+        if canStoreHoles, offset / Int64(BlockLayout.plaintextBlockSize) > ProtectedFileContent.blockCount(size) {
+            try writeAfterHoles(bytes, at: offset, end: plainEnd, size: size)
+            return
+        }
+        try writeEncrypted(offset: offset, source: bytes, size: size)
     }
 
-    /// Sets the plaintext size. Shrinking re-encrypts the new last partial block; growing
-    /// appends encrypted zeros (there are no unauthenticated holes).
+    /// Sets the plaintext size. Shrinking re-encrypts the new last partial block (a hole stays
+    /// a hole); growing an encrypted file stores holes past its old last block when it can
+    /// (see the type's note on holes), else encrypted zeros. The unchanged size frees blocks
+    /// reserved past the end, as ext4 does.
     /// - Throws: `MAMError.system` with EINVAL (negative size), EFBIG (past
     ///   `maximumPlaintextSize`), ENOSPC (nothing changed then), EIO.
     public func truncate(to newSize: Int64) throws {
@@ -216,18 +242,24 @@ public final class ProtectedFileContent: @unchecked Sendable {
             return
         }
         let size = try plaintextSize()
-        if newSize == size { return }
         if newSize > size {
-            try writeEncrypted(offset: newSize, source: nil)
+            try grow(from: size, to: newSize)
             return
         }
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let keep = Int(newSize % bs)
-        if keep > 0 {
+        if keep > 0 && newSize < size {
             let index = newSize / bs
             let cipher = try BlockCipher(key: fileKey, fileId: fileId)
             let stored = try readStoredBlocks(from: index, through: index, plaintextSize: size)
             defer { stored.deallocate() }
+            // A hole cut shorter is still all zeros: still a hole.
+            if isHole(UnsafeRawBufferPointer(stored)) {
+                guard ftruncate(fd, off_t(ProtectedFileContent.storedSize(plaintextSize: newSize, header: header))) == 0 else {
+                    throw MAMError.fromErrno("truncate")
+                }
+                return
+            }
             let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
             defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
             try cipher.open(index: index, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
@@ -253,11 +285,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// whole call is reserved once, before any ciphertext is written.
     ///
     /// The caller has checked `offset` + the source's count against `maximumPlaintextSize`, so
-    /// every stored offset below fits in off_t.
-    private func writeEncrypted(offset: Int64, source: UnsafeRawBufferPointer?) throws {
+    /// every stored offset below fits in off_t. `size`: the current plaintext size when the
+    /// caller has it (one fstat less on the write path).
+    func writeEncrypted(offset: Int64, source: UnsafeRawBufferPointer?, size knownSize: Int64? = nil) throws {
         guard let fileId = header?.encryption?.fileId, let fileKey else { return }
         let bs = Int64(BlockLayout.plaintextBlockSize)
-        let size = try plaintextSize()
+        let size = try knownSize ?? plaintextSize()
         let count = Int64(source?.count ?? 0)
         let end = offset + count
         let newSize = max(size, end)
@@ -302,7 +335,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
                     if oldLength > 0 && !(dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)) {
                         let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size)
                         defer { oldStored.deallocate() }
-                        try cipher.open(index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain.baseAddress!)
+                        try openBlock(cipher, index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain.baseAddress!)
                         zeroFrom = oldLength
                     }
                     if newLength > zeroFrom {

@@ -7,7 +7,7 @@ import MAMSystem
 /// ```
 /// 0      8  magic 89 4D 41 4D 46 53 0D 0A
 /// 8      1  format version (1)
-/// 9      1  flags: bit 0 = encrypted; other bits must be 0
+/// 9      1  flags: bit 0 = encrypted, bit 1 = sparse (encrypted only); other bits must be 0
 /// 10     2  header length H (body starts at byte H)
 /// 12     1  owner length L (0...255)
 /// 13     L  owner accountId, UTF-8, canonical lowercase ("" = unmanaged)
@@ -27,6 +27,8 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     /// Longest possible header (encrypted, 255-byte owner).
     public static let maximumLength = 93 + 255
     static let encryptedFlag: UInt8 = 0x01
+    /// Flag bit 1: an all-zero stored block of the body is a hole (encrypted files only).
+    static let sparseFlag: UInt8 = 0x02
     /// Length of the file id in bytes.
     public static let fileIdSize = 16
 
@@ -43,10 +45,16 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         public let fileId: [UInt8]
         /// nonce (12) || wrapped file key (32) || tag (16).
         public let wrappedFileKey: [UInt8]
+        /// Flag bit 1: a stored block of only zero bytes is a hole, that many zero plaintext
+        /// bytes (docs/FORMAT.md, "Holes"); without it such a block fails authentication.
+        public let isSparse: Bool
     }
 
     /// True when the body is encrypted.
     public var isEncrypted: Bool { encryption != nil }
+
+    /// True when the body may hold holes (an encrypted header with the sparse flag).
+    public var isSparse: Bool { encryption?.isSparse ?? false }
 
     /// Length of the encoded header in bytes: where the body starts in the backing file.
     public var length: Int { 13 + ownerBytes.count + (isEncrypted ? 80 : 0) }
@@ -71,13 +79,15 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     }
 
     /// An encrypted header for a known file key and file id (used for rewrapping and test vectors).
-    public init(owner: String, keyId: UInt32, fileId: [UInt8], fileKey: SymmetricKey, accountKey: SymmetricKey, wrapNonce: [UInt8]? = nil) throws {
+    /// `sparse` sets flag bit 1 (the body may hold holes); the flag is covered by the wrap's AAD.
+    public init(owner: String, keyId: UInt32, fileId: [UInt8], fileKey: SymmetricKey, accountKey: SymmetricKey,
+                wrapNonce: [UInt8]? = nil, sparse: Bool = false) throws {
         guard fileId.count == ProtectedFileHeader.fileIdSize else { throw MAMError.invalidArguments("file id must be 16 bytes") }
         let canonicalOwner = AccountIdentity.canonical(owner)
         guard !canonicalOwner.isEmpty, canonicalOwner.utf8.count <= 255 else {
             throw MAMError.invalidArguments("an encrypted file needs an owner of 1...255 bytes")
         }
-        let aad = ProtectedFileHeader.authenticatedPrefix(owner: canonicalOwner, keyId: keyId, fileId: fileId)
+        let aad = ProtectedFileHeader.authenticatedPrefix(owner: canonicalOwner, keyId: keyId, fileId: fileId, sparse: sparse)
         let cipher = try AESGCM(key: accountKey)
         let nonce = try wrapNonce ?? SecureRandom.bytes(AESGCM.nonceSize)
         guard nonce.count == AESGCM.nonceSize else { throw MAMError.invalidArguments("wrap nonce must be 12 bytes") }
@@ -94,7 +104,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
             }
         }
         self.owner = canonicalOwner
-        self.encryption = Encryption(keyId: keyId, fileId: fileId, wrappedFileKey: wrapped)
+        self.encryption = Encryption(keyId: keyId, fileId: fileId, wrappedFileKey: wrapped, isSparse: sparse)
     }
 
     private init(owner: String, encryption: Encryption?) {
@@ -103,11 +113,11 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     }
 
     /// Bytes 0..<33+L of an encrypted header: the AAD of the file-key wrap.
-    static func authenticatedPrefix(owner: String, keyId: UInt32, fileId: [UInt8]) -> [UInt8] {
+    static func authenticatedPrefix(owner: String, keyId: UInt32, fileId: [UInt8], sparse: Bool) -> [UInt8] {
         let ownerBytes = Array(owner.utf8)
         var bytes = magic
         bytes.append(currentVersion)
-        bytes.append(encryptedFlag)
+        bytes.append(encryptedFlag | (sparse ? sparseFlag : 0))
         let length = UInt16(13 + ownerBytes.count + 80)
         bytes.append(UInt8(length & 0xff)); bytes.append(UInt8(length >> 8))
         bytes.append(UInt8(ownerBytes.count))
@@ -120,8 +130,8 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     /// The encoded header bytes (exactly `length` bytes).
     public func encoded() -> [UInt8] {
         if let encryption {
-            return ProtectedFileHeader.authenticatedPrefix(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId)
-                + encryption.wrappedFileKey
+            return ProtectedFileHeader.authenticatedPrefix(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId,
+                                                           sparse: encryption.isSparse) + encryption.wrappedFileKey
         }
         var bytes = ProtectedFileHeader.magic
         bytes.append(ProtectedFileHeader.currentVersion)
@@ -138,7 +148,8 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     ///   is not the one that wrapped it; `MAMError.invalidArguments` for a plain header.
     public func unwrapFileKey(accountKey: SymmetricKey) throws -> SymmetricKey {
         guard let encryption else { throw MAMError.invalidArguments("the file is not encrypted") }
-        let aad = ProtectedFileHeader.authenticatedPrefix(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId)
+        let aad = ProtectedFileHeader.authenticatedPrefix(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId,
+                                                          sparse: encryption.isSparse)
         guard let secret = try AESGCM(key: accountKey).openSecret(encryption.wrappedFileKey, aad: aad),
               secret.count == SymmetricKey.byteCount else {
             throw MAMError.authenticationFailed("header of a file owned by \(owner) does not authenticate")
@@ -162,10 +173,11 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         guard prefix.count >= 13 else { throw fail("truncated") }
         guard prefix[8] == currentVersion else { throw fail("unknown format version \(prefix[8])") }
         let flags = prefix[9]
-        guard flags & ~encryptedFlag == 0 else { throw fail("unknown flags 0x\(String(flags, radix: 16))") }
+        guard flags & ~(encryptedFlag | sparseFlag) == 0 else { throw fail("unknown flags 0x\(String(flags, radix: 16))") }
         let declaredLength = Int(prefix[10]) | Int(prefix[11]) << 8
         let ownerLength = Int(prefix[12])
         let encrypted = flags & encryptedFlag != 0
+        guard encrypted || flags & sparseFlag == 0 else { throw fail("sparse flag on a plain header") }
         let expected = 13 + ownerLength + (encrypted ? 80 : 0)
         guard declaredLength == expected else { throw fail("header length \(declaredLength), expected \(expected)") }
         guard prefix.count >= expected else { throw fail("truncated") }
@@ -179,7 +191,8 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         let keyId = UInt32(prefix[base]) | UInt32(prefix[base + 1]) << 8 | UInt32(prefix[base + 2]) << 16 | UInt32(prefix[base + 3]) << 24
         let fileId = Array(prefix[(base + 4)..<(base + 20)])
         let wrapped = Array(prefix[(base + 20)..<(base + 80)])
-        return ProtectedFileHeader(owner: owner, encryption: Encryption(keyId: keyId, fileId: fileId, wrappedFileKey: wrapped))
+        return ProtectedFileHeader(owner: owner, encryption: Encryption(keyId: keyId, fileId: fileId, wrappedFileKey: wrapped,
+                                                                        isSparse: flags & sparseFlag != 0))
     }
 
     /// Reads and parses the header of an open file (pread at offset 0).
@@ -197,10 +210,25 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     }
 
     /// Returns a copy with the file key rewrapped for another owner / account key, keeping the
-    /// file id and file key (re-owning between managed accounts does not rewrite the body).
+    /// file id, the file key and the sparse flag (re-owning between managed accounts does not
+    /// rewrite the body).
     public func rewrapped(owner newOwner: String, keyId: UInt32, oldAccountKey: SymmetricKey, newAccountKey: SymmetricKey) throws -> ProtectedFileHeader {
         guard let encryption else { throw MAMError.invalidArguments("the file is not encrypted") }
         let fileKey = try unwrapFileKey(accountKey: oldAccountKey)
-        return try ProtectedFileHeader(owner: newOwner, keyId: keyId, fileId: encryption.fileId, fileKey: fileKey, accountKey: newAccountKey)
+        return try ProtectedFileHeader(owner: newOwner, keyId: keyId, fileId: encryption.fileId, fileKey: fileKey,
+                                       accountKey: newAccountKey, sparse: encryption.isSparse)
+    }
+
+    /// Returns a copy with the sparse flag set: the same owner, key id, file id and file key,
+    /// wrapped again under the same account key with a fresh wrap nonce (the flag is in the
+    /// wrap's AAD, so only a holder of the account key can set it). Same length as `self`.
+    /// - Throws: `MAMError.invalidArguments` for a plain header; `.authenticationFailed` when
+    ///   `accountKey` does not unwrap this header.
+    public func markedSparse(accountKey: SymmetricKey) throws -> ProtectedFileHeader {
+        guard let encryption else { throw MAMError.invalidArguments("the file is not encrypted") }
+        if encryption.isSparse { return self }
+        let fileKey = try unwrapFileKey(accountKey: accountKey)
+        return try ProtectedFileHeader(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId, fileKey: fileKey,
+                                       accountKey: accountKey, sparse: true)
     }
 }

@@ -190,10 +190,20 @@ public final class ProtectionContext: @unchecked Sendable {
         return try header.unwrapFileKey(accountKey: accountKey)
     }
 
+    /// `header` with the sparse flag set, wrapped again under the same account key (what an
+    /// encrypted file's header becomes the first time the file gets a hole).
+    /// - Throws: `.keyUnavailable` (wiped or unknown owner), `.authenticationFailed` (tampered
+    ///   header), `.invalidArguments` for a plain header.
+    public func sparseHeader(for header: ProtectedFileHeader) throws -> ProtectedFileHeader {
+        guard let encryption = header.encryption else { throw MAMError.invalidArguments("the file is not encrypted") }
+        return try header.markedSparse(accountKey: try keys.key(accountId: header.owner, keyId: encryption.keyId))
+    }
+
     /// Reads the header of an open backing file and returns its plaintext view.
     public func openContent(fd: Int32) throws -> ProtectedFileContent {
         let header = try ProtectedFileHeader.read(fd: fd)
-        return try ProtectedFileContent(fd: fd, header: header, fileKey: try header.flatMap { try fileKey(for: $0) })
+        return try ProtectedFileContent(fd: fd, header: header, fileKey: try header.flatMap { try fileKey(for: $0) },
+                                        sparseHeader: { [self] in try sparseHeader(for: $0) })
     }
 
     /// The inherited-owner tag of a backing directory (`user.mam.owner`), nil when untagged.
