@@ -226,9 +226,12 @@ struct FormatHoleTests {
         model += [UInt8](repeating: 0, count: 3 + 20 * Self.bs + 5 - model.count)
         #expect(try content.plaintextSize() == Int64(model.count))
         #expect(try FormatFixture.readAll(FormatFixture.reopen(file, accountKey: key)) == model)
-        // The unchanged size gives back what was reserved past the end (as ext4).
+        // The unchanged size gives back what was reserved past the end (as ext4): what is left is
+        // the stored bytes in whole blocks, and at most one block of ext4's extent tree (which
+        // st_blocks counts once a file has more extents than its inode holds).
         try content.truncate(to: Int64(model.count))
-        #expect(Self.allocatedBytes(file) <= ProtectedFileContent.storedSize(plaintextSize: Int64(model.count), header: content.header) + 4096)
+        let stored = ProtectedFileContent.storedSize(plaintextSize: Int64(model.count), header: content.header)
+        #expect(Self.allocatedBytes(file) <= (stored + 4095) / 4096 * 4096 + 4096, "\(Self.allocatedBytes(file)) for \(stored) stored bytes")
         #expect(AllocationMode(flags: 0x08) == nil && AllocationMode(flags: 0x20) == nil && AllocationMode(flags: 0x02) == nil)
         #expect(AllocationMode(flags: 0x03) == .punchHole && AllocationMode(flags: 0x11) == .zeroRange(keepSize: true))
     }
