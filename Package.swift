@@ -16,10 +16,12 @@ let package = Package(
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
         .systemLibrary(name: "CFuse", path: "fuse", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
+        // The libfuse session's /dev/fuse transport (C: it edits the INIT reply libfuse sends).
+        .target(name: "CFuseTransport", dependencies: ["CFuse"]),
         .target(name: "MAMSystem", dependencies: ["CSystem"]),
         .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem", "MAMSystem"]),
         .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem"]),
-        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "MAMSystem", "CFuse", "CSystem"]),
+        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "MAMSystem", "CFuse", "CFuseTransport", "CSystem"]),
         .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection", "MAMSystem"]),
         // Helpers every test target shares (process runner, fixtures, unmounting): a library,
         // not a test target, so the test targets can import it.

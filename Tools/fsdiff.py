@@ -269,11 +269,23 @@ class Side:
         if kind == "mmap":
             fd = self._fd(op["slot"])
             entry = self.fds[op["slot"]]
-            if entry[2] & os.O_ACCMODE != os.O_RDWR:
-                return ("skip-not-rdwr",)  # shared read-only maps of direct-I/O fds are ENODEV by design
+            access = entry[2] & os.O_ACCMODE
+            if access == os.O_WRONLY:
+                return ("skip-wronly",)  # a shared map needs read access (EACCES on every filesystem)
             size = os.fstat(fd).st_size
             if size == 0:
                 return ("empty",)
+            if access == os.O_RDONLY:
+                # A shared read-only map (a direct-I/O handle on the mount) sees the file's bytes.
+                m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+                try:
+                    off = op["off"] % size
+                    length = min(op["len"], size - off)
+                    back = m[off:off + length]
+                    whole = hashlib.sha256(m[:]).hexdigest()
+                finally:
+                    m.close()
+                return ("ro", off, length, back.hex(), whole)
             m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
             try:
                 off = op["off"] % size

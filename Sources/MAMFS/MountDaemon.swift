@@ -1,4 +1,5 @@
 import CFuse
+import CFuseTransport
 import Glibc
 import MAMProtection
 import MAMSystem
@@ -198,6 +199,12 @@ public enum MountDaemon {
                 throw MountFailure(description: "cannot mount on \(plan.mountpoint) (see the message above; is /dev/fuse usable?)", exitCode: .cantCreate)
             }
             defer { fuse_session_unmount(session) }
+            // The transport that asks the kernel for FUSE_DIRECT_IO_ALLOW_MMAP (Sources/CFuseTransport), so
+            // a read-only handle, opened with direct I/O, can be mapped MAP_SHARED.
+            let transport = mamfs_fuse_use_transport(session)
+            guard transport == 0 else {
+                throw MAMError.internalError("cannot set the FUSE session's transport: \(String(cString: strerror(-transport)))")
+            }
             if options.verbose {
                 let owner = options.account.isEmpty ? "unmanaged" : options.account
                 fs.log("mounted \(plan.rootPath) on \(plan.mountpoint) (pid \(getpid()); new files outside protected directories: \(owner))")

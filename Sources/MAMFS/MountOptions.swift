@@ -39,14 +39,15 @@ public struct MountOptions: Sendable, Equatable {
     /// opened with FOPEN_DIRECT_IO, so every read returns exactly the bytes mamfs answers
     /// (writable handles always use the page cache, so read-write mmap keeps working).
     ///
-    /// Trade-off. With `page_cache`, repeated reads of the same data are served from memory
-    /// and a read-only descriptor can be mapped MAP_SHARED (without it that mmap fails with
-    /// ENODEV: libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP; MAP_PRIVATE, and so
-    /// exec, works either way). But a reader racing a truncation can then see zeros: while a
-    /// SETATTR is in flight the kernel marks the size unstable and keeps the old i_size, so a
-    /// READ answered after mamfs truncated comes back short, the kernel zero-fills the page and
-    /// copies old-size bytes of zeros to the reader (the regression test "truncate-and-rewrite racing a reader"). Direct I/O reads see
-    /// either the old or the new content, never bytes that were not in the file.
+    /// Trade-off. With `page_cache`, repeated reads of the same data are served from memory.
+    /// But a reader racing a truncation can then see zeros: while a SETATTR is in flight the
+    /// kernel marks the size unstable and keeps the old i_size, so a READ answered after mamfs
+    /// truncated comes back short, the kernel zero-fills the page and copies old-size bytes of
+    /// zeros to the reader (the regression test "truncate-and-rewrite racing a reader"). Direct
+    /// I/O reads see either the old or the new content, never bytes that were not in the file.
+    /// A read-only descriptor can be mapped MAP_SHARED either way: the session's transport asks
+    /// for FUSE_DIRECT_IO_ALLOW_MMAP (Sources/CFuseTransport; kernels before 6.6 answer such a map ENODEV
+    /// without `page_cache`).
     public var pageCache: Bool
     /// `-o log=FILE`: where the mount's diagnostics go (tampered blocks with their backing path,
     /// libfuse's own messages). The file is opened for appending (created 0600) before the

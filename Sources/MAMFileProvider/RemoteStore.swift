@@ -82,9 +82,14 @@ public struct RemoteItem: Hashable, Sendable {
     public var mode: UInt32?
     /// The link target, for symlinks.
     public var symlinkTarget: String?
+    /// The store's own identity of the item that survives renames and moves, when it has one
+    /// (a server's file id such as Nextcloud's `oc:fileid`; a local directory's device and
+    /// inode), else nil. Opaque, compared for equality only.
+    public var fileID: String?
 
     public init(identifier: ItemIdentifier, parentIdentifier: ItemIdentifier, filename: String, type: ItemType,
-                size: Int64, version: ItemVersion, mode: UInt32? = nil, symlinkTarget: String? = nil) {
+                size: Int64, version: ItemVersion, mode: UInt32? = nil, symlinkTarget: String? = nil,
+                fileID: String? = nil) {
         self.identifier = identifier
         self.parentIdentifier = parentIdentifier
         self.filename = filename
@@ -93,6 +98,7 @@ public struct RemoteItem: Hashable, Sendable {
         self.version = version
         self.mode = mode
         self.symlinkTarget = symlinkTarget
+        self.fileID = fileID
     }
 }
 

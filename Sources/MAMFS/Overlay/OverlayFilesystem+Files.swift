@@ -133,8 +133,8 @@ extension OverlayFilesystem {
     /// Whether a handle opened with `flags` bypasses the kernel's page cache (FOPEN_DIRECT_IO):
     /// read-only handles unless the mount has `-o page_cache`. Their reads then get exactly
     /// what mamfs answers, which the page cache cannot promise while a truncation is in flight
-    /// (see `MountOptions.pageCache`). Writable handles keep the page cache: shared
-    /// read-write mmap needs it (libfuse 3.14 cannot ask for FUSE_DIRECT_IO_ALLOW_MMAP).
+    /// (see `MountOptions.pageCache`). Writable handles keep the page cache: a shared
+    /// read-write map writes through it, and writes stay coherent with it.
     func directIO(flags: Int32) -> Bool {
         !options.pageCache && flags & O_ACCMODE == O_RDONLY
     }

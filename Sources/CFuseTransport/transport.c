@@ -1,0 +1,92 @@
+#define _GNU_SOURCE /* splice(2) */
+#define FUSE_USE_VERSION 312
+#include "mamfs_fuse_transport.h"
+#include <fuse3/fuse_lowlevel.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/*
+ * The session's transport (fuse_session_custom_io): plain read/writev/splice on /dev/fuse,
+ * with one addition. libfuse 3.14 speaks FUSE protocol 7.38 and cannot ask for
+ * FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, kernel 6.6: bit 36 of the INIT flags, that is bit
+ * 4 of flags2), without which the kernel refuses MAP_SHARED on a handle opened with
+ * FOPEN_DIRECT_IO (mmap answers ENODEV). When the kernel's INIT request offers the flag, the
+ * transport notes the request's unique id, and adds the flag to libfuse's INIT reply to that
+ * id (only if the reply carries FUSE_INIT_EXT, so the kernel reads flags2). Every other
+ * message passes through unchanged. Layouts: include/uapi/linux/fuse.h.
+ */
+enum {
+    mamfs_FUSE_INIT_OPCODE = 26,
+    mamfs_FUSE_IN_HEADER_SIZE = 40,         /* len, opcode, unique, nodeid, uid, gid, pid, extlen, pad */
+    mamfs_FUSE_OUT_HEADER_SIZE = 16,        /* len, error, unique */
+    mamfs_FUSE_INIT_IN_FLAGS = 12,          /* fuse_init_in: major, minor, max_readahead, flags, flags2 */
+    mamfs_FUSE_INIT_IN_FLAGS2 = 16,
+    mamfs_FUSE_INIT_OUT_FLAGS = 12,         /* fuse_init_out: ..., flags at 12, flags2 at 32 */
+    mamfs_FUSE_INIT_OUT_FLAGS2 = 32,
+    mamfs_FUSE_INIT_EXT = 1u << 30,
+    mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP = 1u << 4,
+    mamfs_FUSE_TRANSPORT_FDS = 1024
+};
+
+/* Per /dev/fuse descriptor (fd < mamfs_FUSE_TRANSPORT_FDS): the unique id of an INIT request
+   that offered the flag, else 0. */
+static _Atomic uint64_t pending[mamfs_FUSE_TRANSPORT_FDS];
+
+static uint32_t mamfs_load32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t mamfs_load64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static ssize_t mamfs_fuse_transport_read(int fd, void *buf, size_t len, void *userdata) {
+    (void)userdata;
+    ssize_t n = read(fd, buf, len);
+    const unsigned char *p = (const unsigned char *)buf;
+    if (n >= mamfs_FUSE_IN_HEADER_SIZE + mamfs_FUSE_INIT_IN_FLAGS2 + 4 && fd >= 0 && fd < mamfs_FUSE_TRANSPORT_FDS
+        && mamfs_load32(p + 4) == mamfs_FUSE_INIT_OPCODE) {
+        const unsigned char *body = p + mamfs_FUSE_IN_HEADER_SIZE;
+        int offered = (mamfs_load32(body + mamfs_FUSE_INIT_IN_FLAGS) & mamfs_FUSE_INIT_EXT)
+            && (mamfs_load32(body + mamfs_FUSE_INIT_IN_FLAGS2) & mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP);
+        atomic_store(&pending[fd], offered ? mamfs_load64(p + 8) : 0);
+    }
+    return n;
+}
+
+static ssize_t mamfs_fuse_transport_writev(int fd, struct iovec *iov, int count, void *userdata) {
+    (void)userdata;
+    if (fd >= 0 && fd < mamfs_FUSE_TRANSPORT_FDS && count >= 2 && iov[0].iov_len == mamfs_FUSE_OUT_HEADER_SIZE
+        && atomic_load_explicit(&pending[fd], memory_order_relaxed) != 0) {
+        const unsigned char *out = (const unsigned char *)iov[0].iov_base;
+        uint64_t unique = mamfs_load64(out + 8);
+        if (unique == atomic_load(&pending[fd])) {
+            atomic_store(&pending[fd], 0);
+            unsigned char *body = (unsigned char *)iov[1].iov_base;
+            if (mamfs_load32(out + 4) == 0 && iov[1].iov_len >= mamfs_FUSE_INIT_OUT_FLAGS2 + 4
+                && (mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS) & mamfs_FUSE_INIT_EXT)) {
+                uint32_t flags2 = mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS2) | mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP;
+                memcpy(body + mamfs_FUSE_INIT_OUT_FLAGS2, &flags2, 4);
+            }
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+static ssize_t mamfs_fuse_transport_splice(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                                                  unsigned int flags, void *userdata) {
+    (void)userdata;
+    return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+/* Gives `se` (mounted: fuse_session_fd is its /dev/fuse descriptor) the transport above.
+   Returns 0 or a negative errno (fuse_session_custom_io's). */
+int mamfs_fuse_use_transport(struct fuse_session *se) {
+    struct fuse_custom_io io = {
+        .writev = mamfs_fuse_transport_writev,
+        .read = mamfs_fuse_transport_read,
+        .splice_receive = mamfs_fuse_transport_splice,
+        .splice_send = mamfs_fuse_transport_splice,
+    };
+    return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
