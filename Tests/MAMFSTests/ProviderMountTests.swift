@@ -174,13 +174,16 @@ final class ProviderMount: @unchecked Sendable {
     }
 }
 
-private let fuseUsable: Bool = {
-    let fd = open("/dev/fuse", O_RDWR)
-    if fd >= 0 { close(fd) }
-    return fd >= 0
-}()
+extension ProviderMount {
+    /// True when /dev/fuse can be opened (the provider mount suites run only then).
+    static let fuseUsable: Bool = {
+        let fd = open("/dev/fuse", O_RDWR)
+        if fd >= 0 { Glibc.close(fd) }
+        return fd >= 0
+    }()
+}
 
-@Suite("File providers through the mount", .enabled(if: fuseUsable), .serialized)
+@Suite("File providers through the mount", .enabled(if: ProviderMount.fuseUsable), .serialized)
 struct ProviderMountTests {
     static let kinds = ["non-replicated", "replicated"]
 

@@ -4,15 +4,9 @@ import MAMProtection
 import Testing
 import MAMTestSupport
 
-private let fuseUsable: Bool = {
-    let fd = open("/dev/fuse", O_RDWR)
-    if fd >= 0 { close(fd) }
-    return fd >= 0
-}()
-
 /// The upload queue of a non-replicated mount: changes made while the remote is away, a
 /// daemon killed with changes queued, RENAME_EXCHANGE, mkdir and hard links.
-@Suite("Upload queue through a non-replicated mount", .enabled(if: fuseUsable), .serialized)
+@Suite("Upload queue through a non-replicated mount", .enabled(if: ProviderMount.fuseUsable), .serialized)
 struct ProviderQueueMountTests {
     /// `provider status --json` of the backing root, as an object.
     private func queueStatus(_ m: ProviderMount) throws -> [String: Any] {
