@@ -65,6 +65,10 @@ public struct MountOptions: Sendable, Equatable {
     /// `--sync-interval SECONDS`: how often a replicated mount runs a sync pass (it also runs
     /// one after a file written through the mount is closed). Default 5 s.
     public var syncInterval: Double = 5
+    /// `-o retry_base=SECONDS`: a non-replicated mount's first wait before it retries a queued
+    /// change that found the remote unreachable (doubling after each failure, at most 5 min).
+    /// Default 1 s.
+    public var retryBase: Double = 1
     /// `--location NAME`: the storage location a file-provider mount is as a whole (a save or
     /// open location name of the policy keys, e.g. OneDriveForBusiness); `.other` when not
     /// given. Ignored by a plain mount, whose files are where the policy's `locations`

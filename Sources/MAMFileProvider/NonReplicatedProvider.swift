@@ -29,6 +29,8 @@ import MAMSystem
 /// names are compared as exact bytes (see `ItemIdentifier`).
 public final class NonReplicatedProvider: Sendable {
     let binding: ProviderBinding
+    /// The durable upload queue (see `NonReplicatedProvider+Queue`).
+    let queue: UploadQueue
 
     /// The domain (remote + account).
     public var domain: FileProviderDomain { binding.domain }
@@ -40,6 +42,7 @@ public final class NonReplicatedProvider: Sendable {
     ///   `.cannotCreateOutput`.
     public init(localRoot: String, domain: FileProviderDomain) throws {
         binding = try ProviderBinding(localRoot: localRoot, domain: domain, kind: .nonReplicated)
+        queue = try UploadQueue(binding.database)
     }
 
     /// The local root, opened for confined calls.
@@ -230,7 +233,7 @@ public final class NonReplicatedProvider: Sendable {
 
     /// The remote identifier of a local directory, creating it (and its missing parents) on
     /// the remote when it has none yet.
-    private func ensureRemoteDirectory(_ relative: String, in tree: ConfinedDirectory) throws -> ItemIdentifier {
+    func ensureRemoteDirectory(_ relative: String, in tree: ConfinedDirectory) throws -> ItemIdentifier {
         if relative.isEmpty { return .rootContainer }
         guard let st = tree.lstat(relative), FileSystem.isDirectory(st) else {
             throw MAMError.fromErrno("\(relative) is not a local directory")

@@ -32,6 +32,8 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
     public var localOwner: String?
     /// True when the local copy is encrypted.
     public var encrypted: Bool
+    /// The root's upload queue (non-replicated roots; nil otherwise).
+    public var queue: UploadQueueStatus? = nil
 
     static func nonReplicated(localPath: String, layout: ProviderLayout, accountId: String) throws -> ProviderItemStatus {
         guard let st = FileSystem.lstatPath(localPath), let type = FileSystem.itemType(st) else {

@@ -21,7 +21,9 @@ enum MountVerbs {
                   "-f                      stay in the foreground until unmounted (SIGINT/SIGTERM unmount)",
                   "--force                 remove a dead mount on MOUNTPOINT first (as 'mamfs unmount' does)",
                   "-o OPTIONS              FUSE options, comma-separated (allow_other, ro, default_permissions,",
-                  "                        attr_timeout=S, entry_timeout=S, ...); repeatable"],
+                  "                        attr_timeout=S, entry_timeout=S, ...; retry_base=S: a non-replicated",
+                  "                        mount's first wait before retrying a change the unreachable remote",
+                  "                        did not take, doubling to 5 min, default 1); repeatable"],
         spec: ArgumentSpec(flags: ["-f", "--force"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location"],
                            repeatable: ["-o"], positionals: 2...2),
         run: runMount)

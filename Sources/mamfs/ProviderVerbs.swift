@@ -19,11 +19,14 @@ enum ProviderVerbs {
     static let status = Verb(
         "provider status",
         usage: ["mamfs provider status PATH [--json] [--state DIR]"],
-        summary: "Show the file-provider state of PATH (in a mount or its backing directory): remote item, versions, whether the contents are present (materialized), pending upload, owner.",
+        summary: "Show the file-provider state of PATH (in a mount or its backing directory, the root itself too): remote item, versions, whether the contents are present (materialized), pending upload, owner; for a non-replicated root its upload queue: the local changes not on the remote yet (count, age of the oldest, next retry, last error).",
         options: ["--json                  print one JSON object: path, root, kind, itemIdentifier,",
                   "                        parentItemIdentifier, filename, type, size, contentVersion,",
                   "                        metadataVersion, materialized, pendingUpload, owner,",
-                  "                        localOwner, encrypted (unknown values are null)"],
+                  "                        localOwner, encrypted, queue (unknown values are null);",
+                  "                        queue: count, oldestAgeSeconds, nextRetry (ISO 8601),",
+                  "                        lastError, entries (\"KIND PATH\" in order), null for a",
+                  "                        replicated root"],
         spec: ArgumentSpec(flags: ["--json"], positionals: 1...1),
         run: runStatus)
 
@@ -116,6 +119,15 @@ enum ProviderVerbs {
                 "owner": status.owner,
                 "localOwner": value(status.localOwner),
                 "encrypted": status.encrypted,
+                "queue": status.queue.map { queue -> Any in
+                    [
+                        "count": queue.count,
+                        "oldestAgeSeconds": queue.oldestAge.map { ($0 * 10).rounded() / 10 as Any } ?? NSNull(),
+                        "nextRetry": value(queue.nextRetry.map(timestamp)),
+                        "lastError": value(queue.lastError),
+                        "entries": queue.entries,
+                    ] as [String: Any]
+                } ?? NSNull(),
             ]
             Output.out(try JSON.text(object))
             return ExitCode.ok
@@ -124,7 +136,7 @@ enum ProviderVerbs {
             guard let owner else { return "-" }
             return owner.isEmpty ? "(unmanaged)" : owner
         }
-        let rows: [[String]] = [
+        var rows: [[String]] = [
             ["path:", path],
             ["root:", "\(status.root) (\(status.kind.rawValue))"],
             ["item:", status.itemIdentifier?.rawValue ?? "- (not uploaded yet)"],
@@ -137,8 +149,23 @@ enum ProviderVerbs {
             ["owner:", show(status.owner)],
             ["encrypted:", status.encrypted ? "yes" : "no"],
         ]
+        if let queue = status.queue {
+            rows += [
+                ["queued changes:", String(queue.count)],
+                ["oldest queued:", queue.oldestAge.map { String(format: "%.1f s ago", $0) } ?? "-"],
+                ["next retry:", queue.nextRetry.map(timestamp) ?? "-"],
+                ["last error:", queue.lastError ?? "-"],
+            ]
+        }
         Output.out(Output.table(rows))
         return ExitCode.ok
+    }
+
+    /// Seconds since 1970 as ISO 8601 (UTC, seconds).
+    private static func timestamp(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
     }
 
     static func runEvict(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {

@@ -65,6 +65,8 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
 
     func fileChanged(_ inode: Inode, in fs: OverlayFilesystem, wait: Bool) { schedulePass() }
 
+    func made(_ made: MadeEntry, kind: MadeKind, fs: OverlayFilesystem) { schedulePass() }
+
     func removing(_ name: UnsafePointer<CChar>, in dir: Inode, directory: Bool, fs: OverlayFilesystem,
                   remove: () throws -> Void) throws {
         _ = try fs.childPath(dir, name)
