@@ -41,6 +41,15 @@ final class ProviderBinding: @unchecked Sendable {
     var context: ProtectionContext { domain.context }
     var accountId: String { domain.accountId }
 
+    /// `item` tagged with the domain's account (`FileProviderDomain.protectFileProviderItem`),
+    /// with the stable identifiers of the item and its parent in place of the store's.
+    func providedItem(_ item: RemoteItem) -> FileProviderItem {
+        var provided = domain.protectFileProviderItem(item)
+        provided.itemIdentifier = database.stableIdentifier(ofStore: item.identifier)
+        provided.parentItemIdentifier = database.stableIdentifier(ofStore: item.parentIdentifier)
+        return provided
+    }
+
     /// Checks, before a pass acts on a remote listing, that the remote is the volume it was and
     /// that the account was not wiped.
     /// - Throws: `RemoteError.unreachable` for a different volume (an unmounted share showing

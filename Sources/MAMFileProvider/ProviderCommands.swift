@@ -56,7 +56,8 @@ public enum ProviderCommands {
             defer { database.close() }
             switch configuration.kind {
             case .nonReplicated:
-                return try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, accountId: configuration.accountId)
+                return try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, database: database,
+                                                            accountId: configuration.accountId)
             case .replicated:
                 return try ProviderItemStatus.replicated(localPath: path, layout: layout, database: database,
                                                          accountId: configuration.accountId)

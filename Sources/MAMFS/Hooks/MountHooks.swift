@@ -17,6 +17,7 @@ import MAMFileProvider
 /// | release of a writable handle, fsync, truncate by path | `fileChanged` (non-replicated: `itemChanged`, queued; fsync waits) |
 /// | unlink / rmdir                          | `removing`: the local removal runs inside it, once   |
 /// | rename                                  | `renaming`: the local rename runs inside it, once    |
+/// | every `--sync-interval` (non-replicated) | `RemoteChangeTimer`: pending uploads, then `createPlaceholders` (remote changes, renames, deletes), on the queue |
 /// | unmount                                 | `stop`                                                 |
 ///
 /// Non-replicated remote work runs on one serial queue, in request order, after the kernel's
@@ -111,9 +112,11 @@ extension OverlayFilesystem {
                                           context: context, log: log)
         switch binding {
         case .nonReplicated(let provider):
-            return NonReplicatedMountHooks(provider: provider, log: log)
+            return NonReplicatedMountHooks(provider: provider,
+                                           interval: options.syncInterval ?? MountOptions.defaultSyncInterval(kind), log: log)
         case .replicated(let provider):
-            return ReplicatedMountHooks(provider: provider, interval: options.syncInterval, log: log)
+            return ReplicatedMountHooks(provider: provider,
+                                        interval: options.syncInterval ?? MountOptions.defaultSyncInterval(kind), log: log)
         }
     }
 }

@@ -13,9 +13,17 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     private let log: @Sendable (String) -> Void
     /// The provider work, one item at a time in request order.
     private let work = DispatchQueue(label: "mamfs-provider")
+    /// Looks for remote changes every `--sync-interval` seconds (see `lookForRemoteChanges`).
+    private var timer: RemoteChangeTimer?
+    private let interval: Double
+    /// Repoints entries whose file a pass replaced (set by `initialPass`).
+    private var afterPass: (@Sendable () -> Void)?
 
-    init(provider: NonReplicatedProvider, log: @escaping @Sendable (String) -> Void) {
+    /// - Parameter interval: seconds between two looks for remote changes (> 0).
+    init(provider: NonReplicatedProvider, interval: Double = MountOptions.defaultSyncInterval(.nonReplicated),
+         log: @escaping @Sendable (String) -> Void) {
         self.provider = provider
+        self.interval = interval
         self.log = log
     }
 
@@ -29,12 +37,38 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         } catch {
             log("provider: placeholders: \(error)")
         }
+        self.afterPass = afterPass
     }
 
-    func start() {}
+    /// Starts looking for remote changes.
+    func start() {
+        let timer = RemoteChangeTimer(interval: interval) { [weak self] in self?.lookForRemoteChanges() }
+        self.timer = timer
+        timer.start()
+    }
 
-    /// Waits for the queued work.
-    func stop() { work.sync {} }
+    /// Stops looking for remote changes, then waits for the queued work.
+    func stop() {
+        timer?.stop()
+        work.sync {}
+    }
+
+    /// What `mamfs provider sync` does, on the queue (in order with the requests' remote work):
+    /// pending uploads, then the placeholders refreshed (new, changed, renamed and deleted
+    /// remote items; see `NonReplicatedProvider.createPlaceholders`). Entries whose file was
+    /// replaced are repointed after a pass that changed the local tree.
+    private func lookForRemoteChanges() {
+        work.sync {
+            BoundProvider.report(provider.uploadPendingChanges(), what: "pending upload", log: log)
+            do {
+                let report = try provider.createPlaceholders()
+                BoundProvider.report(report, what: "placeholders", log: log)
+                if report.placeholders + report.deletedLocally + report.movedLocally + report.fetched > 0 { afterPass?() }
+            } catch {
+                log("provider: placeholders: \(error)")
+            }
+        }
+    }
 
     func isReservedRootName(_ name: UnsafePointer<CChar>) -> Bool { ProviderNames.isMetadataName(name) }
 
