@@ -33,8 +33,10 @@ final class ProviderMount: @unchecked Sendable {
     ///   - encrypt: the account's `fileProviderEncryptFiles`.
     ///   - receiveData: the account's `receiveData`.
     ///   - location: the mount's `--location` (nil: not given).
+    ///   - remoteCheckInterval: a non-replicated mount's `--sync-interval` (nil: not given, the
+    ///     default of 30 s).
     init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1,
-         location: String? = nil) throws {
+         location: String? = nil, remoteCheckInterval: Double? = nil) throws {
         self.kind = kind
         base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
@@ -56,6 +58,7 @@ final class ProviderMount: @unchecked Sendable {
         var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
                          "-o", "attr_timeout=0,entry_timeout=0,log=" + log]
         if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
+        if kind == "non-replicated", let remoteCheckInterval { arguments += ["--sync-interval", String(remoteCheckInterval)] }
         if let location { arguments += ["--location", location] }
         try mamfs(arguments)
         mounted = true
