@@ -382,9 +382,16 @@ public final class NonReplicatedProvider: Sendable {
     /// mount does at start and `mamfs provider sync` does before refreshing placeholders.
     /// Placeholders and clean copies are not touched.
     /// - Returns: the report (`created` / `modified` counts; one error per file not uploaded,
-    ///   `refused` for policy refusals); an unreachable remote stops the walk early.
+    ///   `refused` for policy refusals); an unreachable remote stops the walk early, and a
+    ///   remote that is not the volume it was (`ProviderBinding.checkBeforePass`) stops it
+    ///   before anything is uploaded.
     public func uploadPendingChanges(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
         var report = SyncReport()
+        do { try binding.checkBeforePass() } catch {
+            report.errors.append(SyncIssue(path: "", error: error))
+            report.complete = false
+            return report
+        }
         var pending: [String] = []
         let tree: ConfinedDirectory
         do { tree = try self.tree() } catch {
@@ -520,6 +527,13 @@ public final class NonReplicatedProvider: Sendable {
             try installProvidedCopy(plain: copy, item: item, at: targetRelative, in: tree, noReplace: true)
             return binding.providedItem(item)
         }
+    }
+
+    /// Re-binds the local root to its remote after the remote was replaced (see
+    /// `ProviderReattach`).
+    /// - Throws: `MAMError` (`.keyUnavailable`, remote errors mapped).
+    public func reattach() throws -> ReattachReport {
+        try ProviderReattach.run(binding: binding, provider: self)
     }
 
     /// The status of a local path (see `ProviderItemStatus`).

@@ -53,7 +53,8 @@ final class ProviderBinding: @unchecked Sendable {
     /// Checks, before a pass acts on a remote listing, that the remote is the volume it was and
     /// that the account was not wiped.
     /// - Throws: `RemoteError.unreachable` for a different volume (an unmounted share showing
-    ///   its empty mount point would otherwise look like "everything was deleted");
+    ///   its empty mount point would otherwise look like "everything was deleted"; the message
+    ///   names `mamfs provider reattach ROOT`, which re-binds a remote replaced on purpose);
     ///   `MAMError.keyUnavailable` for a wiped account (its files were removed locally on
     ///   purpose and must not be deleted from the remote).
     func checkBeforePass() throws {
@@ -63,7 +64,7 @@ final class ProviderBinding: @unchecked Sendable {
         let current = try remote.volumeIdentity()
         let stored = try database.configuration()?.remoteVolume
         if let stored, let current, stored != current {
-            throw RemoteError.unreachable("\(remote.location) is not the volume it was when first synced (unmounted or replaced?)")
+            throw RemoteError.unreachable("\(remote.location) is not the volume it was when first synced (unmounted or replaced?); if it was replaced on purpose (restored from a copy), run 'mamfs provider reattach \(layout.root)'")
         }
         if stored == nil, let current, var configuration = try database.configuration() {
             configuration.remoteVolume = current

@@ -137,6 +137,11 @@ extension ProviderDatabase {
         }
     }
 
+    /// Forgets every recorded file id (the store was replaced: its file ids are new).
+    func clearFileIDs() throws {
+        try database.run("UPDATE identities SET file_id = NULL")
+    }
+
     /// `store` itself when no row has it as its stable identifier, else `store#N` for the
     /// smallest free N from 2.
     private func uniqueStable(for store: ItemIdentifier) throws -> ItemIdentifier {

@@ -113,4 +113,55 @@ struct ProviderIdentityMountTests {
         #expect(try m.backingHeader("remote-new.txt")?.isEncrypted == true)
         try m.expectRemoteMatchesMount("after the remote changes")
     }
+
+    @Test("a remote replaced by a copy (cp -a): sync refuses (exit 75, naming reattach), mamfs provider reattach re-binds it, sync works again; bytes, owners and identifiers unchanged, a local edit made before the replacement arrives",
+          arguments: ProviderMountTests.kinds)
+    func reattachReplacedRemote(kind: String) throws {
+        let m = try ProviderMount(kind, syncInterval: 1)
+        defer { m.close() }
+        let picks = m.someRemoteFiles(3)
+        try #require(picks.count == 3)
+        let (edited, clean, untouched) = (picks[0], picks[1], picks[2])
+        for path in [edited, clean] {
+            #expect(m.read(m.mountpoint + "/" + path) == m.read(m.remote + "/" + path), "\(path) read (materialized) first")
+        }
+        let ids = picks.map { identifier(m, m.mountpoint + "/" + $0) }
+        #expect(ids.allSatisfy { $0 != nil })
+
+        // The remote goes away; an edit made meanwhile cannot be uploaded.
+        let away = m.remote + ".away"
+        #expect(rename(m.remote, away) == 0)
+        #expect(try m.sh("printf 'edited while the remote was away\\n' >> \"$M/\(edited)\"").status == 0)
+        let editedBytes = try #require(m.read(m.mountpoint + "/" + edited))
+        #expect(editedBytes.suffix(33) == Data("edited while the remote was away\n".utf8))
+        #expect(m.wait(10) { (try? m.pendingUpload(m.mountpoint + "/" + edited)) == true }, "pending")
+
+        // It comes back as a copy: another directory, another root inode.
+        let copy = try m.sh("cp -a \"$R.away\" \"$R\" && rm -rf \"$R.away\"")
+        #expect(copy.status == 0, "\(copy.err)")
+        let refused = try m.mamfs(["provider", "sync", m.backing], check: false)
+        #expect(refused.status == 75, "\(refused.status) \(refused.out) \(refused.err)")
+        #expect(refused.err.contains("mamfs provider reattach"), "\(refused.err)")
+        #expect(m.read(m.remote + "/" + edited) != editedBytes, "nothing uploaded while refused")
+
+        let reattach = try m.mamfs(["provider", "reattach", m.backing], check: false)
+        #expect(reattach.status == 0, "\(reattach.status) \(reattach.out) \(reattach.err)")
+        #expect(reattach.out.contains("Reattached"), "\(reattach.out)")
+        let sync = try m.mamfs(["provider", "sync", m.backing], check: false)
+        #expect(sync.status == 0, "\(sync.status) \(sync.out) \(sync.err)")
+        #expect(m.wait { m.read(m.remote + "/" + edited) == editedBytes }, "the edit arrived under its name")
+        #expect(try !m.pendingUpload(m.mountpoint + "/" + edited))
+        #expect(m.files(under: m.remote).keys.filter { $0.contains("conflict") }.isEmpty, "no conflict copies")
+        for (index, path) in picks.enumerated() {
+            let object = try status(m, m.mountpoint + "/" + path)
+            #expect(object["itemIdentifier"] as? String == ids[index], "\(path) identifier")
+            #expect(object["owner"] as? String == ProviderMount.account)
+        }
+        #expect(m.read(m.mountpoint + "/" + clean) == m.read(m.remote + "/" + clean))
+        #expect(m.read(m.mountpoint + "/" + untouched) == m.read(m.remote + "/" + untouched))
+        for path in [edited, clean, untouched] {
+            #expect(try m.backingHeader(path)?.owner == ProviderMount.account, "\(path) owner")
+        }
+        try m.expectRemoteMatchesMount("after reattach and sync")
+    }
 }
