@@ -164,4 +164,27 @@ struct ProviderIdentityMountTests {
         }
         try m.expectRemoteMatchesMount("after reattach and sync")
     }
+
+    @Test("non-replicated: a file deleted on the remote while it holds local changes is kept and uploaded again by the next look for remote changes; a clean one is removed")
+    func remoteDeleteOfChangedFile() throws {
+        let m = try ProviderMount("non-replicated", remoteCheckInterval: 1)
+        defer { m.close() }
+        let picks = m.someRemoteFiles(2)
+        try #require(picks.count == 2)
+        let (changed, clean) = (picks[0], picks[1])
+        #expect(m.read(m.mountpoint + "/" + changed) == m.read(m.remote + "/" + changed), "materialized first")
+        let away = m.remote + ".away"
+        #expect(rename(m.remote, away) == 0)
+        #expect(try m.sh("printf 'kept\\n' >> \"$M/\(changed)\"").status == 0)
+        let changedBytes = try #require(m.read(m.mountpoint + "/" + changed))
+        #expect(m.wait(10) { (try? m.pendingUpload(m.mountpoint + "/" + changed)) == true }, "pending")
+        // Back (the same directory), without the two files.
+        #expect(unlink(away + "/" + changed) == 0 && unlink(away + "/" + clean) == 0)
+        #expect(rename(away, m.remote) == 0)
+        #expect(m.wait { m.read(m.remote + "/" + changed) == changedBytes }, "uploaded again")
+        #expect(m.wait { m.inode(m.mountpoint + "/" + clean) == nil }, "the clean one is removed")
+        #expect(m.read(m.mountpoint + "/" + changed) == changedBytes, "the local file is kept")
+        #expect(try m.backingHeader(changed)?.owner == ProviderMount.account)
+        try m.expectRemoteMatchesMount("after the remote deletes")
+    }
 }

@@ -17,7 +17,7 @@ import MAMFileProvider
 /// | release of a writable handle, fsync, truncate by path | `fileChanged` (non-replicated: `itemChanged`, queued; fsync waits) |
 /// | unlink / rmdir                          | `removing`: the local removal runs inside it, once   |
 /// | rename                                  | `renaming`: the local rename runs inside it, once    |
-/// | every `--sync-interval` (non-replicated) | `RemoteChangeTimer`: pending uploads, then `createPlaceholders` (remote changes, renames, deletes), on the queue |
+/// | every `--sync-interval` (`RemoteChangeTimer`) | replicated: `syncOnce` (also soon after a local change); non-replicated: pending uploads, then `createPlaceholders` (remote changes, renames, deletes), on the queue |
 /// | unmount                                 | `stop`                                                 |
 ///
 /// Non-replicated remote work runs on one serial queue, in request order, after the kernel's

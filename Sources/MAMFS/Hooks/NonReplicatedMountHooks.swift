@@ -42,7 +42,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
 
     /// Starts looking for remote changes.
     func start() {
-        let timer = RemoteChangeTimer(interval: interval) { [weak self] in self?.lookForRemoteChanges() }
+        let timer = RemoteChangeTimer(interval: interval) { [weak self] _ in self?.lookForRemoteChanges() }
         self.timer = timer
         timer.start()
     }
