@@ -73,6 +73,15 @@ extension NonReplicatedProvider {
                          progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
         withQueueLock {
             var report = SyncReport()
+            // A replaced remote or a wiped account: nothing runs, and the message says why
+            // (for a replaced remote it names `mamfs provider reattach`).
+            do {
+                try binding.checkBeforePass()
+            } catch {
+                report.errors.append(SyncIssue(path: "", error: ProviderError.mam(error)))
+                report.complete = false
+                return report
+            }
             try? queue.clearRunning()
             let outcome = replayLocked(schedule: schedule, ignoringBackoff: true, locate: nil, log: log, report: &report)
             if case .waiting = outcome {
@@ -96,6 +105,7 @@ extension NonReplicatedProvider {
                 report.fetched += placed.fetched
                 report.placeholders += placed.placeholders
                 report.deletedLocally += placed.deletedLocally
+                report.movedLocally += placed.movedLocally
                 report.errors += placed.errors
                 report.complete = placed.complete
                 report.anchor = placed.anchor
@@ -135,6 +145,9 @@ extension NonReplicatedProvider {
             try? queue.markRunning(entry.sequence)
             let change = entry.change
             do {
+                // A remote that is not the volume it was (being restored from a copy, say) is
+                // unreachable to the queue: no row runs against it before `provider reattach`.
+                try binding.checkBeforePass()
                 let located = try locate?(entry) { path, otherPath in
                     try apply(change, path: path, otherPath: otherPath)
                 } ?? false

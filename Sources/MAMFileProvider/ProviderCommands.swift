@@ -48,12 +48,34 @@ public enum ProviderCommands {
             defer { database.close() }
             switch configuration.kind {
             case .nonReplicated:
-                var status = try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, accountId: configuration.accountId)
+                var status = try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, database: database,
+                                                                  accountId: configuration.accountId)
                 status.queue = try UploadQueue(database).status()
                 return status
             case .replicated:
                 return try ProviderItemStatus.replicated(localPath: path, layout: layout, database: database,
                                                          accountId: configuration.accountId)
+            }
+        }
+    }
+
+    /// `mamfs provider reattach ROOT`: re-binds the provider root ROOT to its remote after the
+    /// remote was replaced (restored from a copy; passes refuse it until then), see
+    /// `ProviderReattach`: items matched by path, type, size and the SHA-256 of their plain
+    /// bytes keep their records, local changes are kept for the next sync.
+    /// - Parameter localPath: the provider root (a mount's backing directory or a replica).
+    /// - Returns: the counts.
+    /// - Throws: `.invalidArguments` (not a provider root); `.keyUnavailable` (account wiped);
+    ///   remote errors as `MAMError` (`.system(EHOSTUNREACH)`: the remote is missing).
+    public static func reattach(localPath: String, context: ProtectionContext) throws -> ReattachReport {
+        try ProviderError.mapped {
+            let layout = ProviderLayout(root: localPath)
+            guard layout.exists else { throw MAMError.invalidArguments("\(layout.root) is not a file-provider root") }
+            let (kind, domain) = try openDomain(localPath: localPath, remote: nil, account: nil, context: context,
+                                                defaultKind: .replicated)
+            switch kind {
+            case .nonReplicated: return try NonReplicatedProvider(localRoot: localPath, domain: domain).reattach()
+            case .replicated: return try ReplicatedProvider(replicaRoot: localPath, domain: domain).reattach()
             }
         }
     }

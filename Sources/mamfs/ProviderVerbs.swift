@@ -2,7 +2,7 @@ import Foundation
 import MAMFileProvider
 import MAMProtection
 
-/// `provider sync`, `provider status`, `provider evict` and `provider import`: the file-provider
+/// `provider sync`, `provider status`, `provider evict`, `provider import` and `provider reattach`: the file-provider
 /// verbs. Each one maps its path arguments to the provider root (a path inside a running
 /// `mamfs mount` is mapped to the same path in the mount's backing directory, see
 /// `BackingPath`) and calls `MAMFileProvider.ProviderCommands`.
@@ -45,8 +45,15 @@ enum ProviderVerbs {
         spec: ArgumentSpec(options: ["--to"], positionals: 1...1),
         run: runImport)
 
+    static let reattach = Verb(
+        "provider reattach",
+        usage: ["mamfs provider reattach ROOT [--state DIR]"],
+        summary: "Re-bind the provider root ROOT (a mount's backing directory, or the mount) to its remote after the remote was replaced, e.g. restored from a copy: until then every sync refuses it (exit \(ExitCode.tempFail), 'not the volume it was'). Local items found on the remote at their path with the same type, size and SHA-256 of their plain bytes keep their records and identifiers; local changes the remote does not have are kept and uploaded by the next sync; a clean copy of a file that differs on the remote gives way to the remote version. Nothing local is lost.",
+        spec: ArgumentSpec(positionals: 1...1),
+        run: runReattach)
+
     /// Every provider verb, in `mamfs --help` order.
-    static let all = [sync, status, evict, importFile]
+    static let all = [sync, status, evict, importFile, reattach]
 
     /// The `mamfs provider --help` text.
     static var groupHelp: String {
@@ -172,6 +179,15 @@ enum ProviderVerbs {
         let path = arguments.positionals[0]
         let local = BackingPath.resolve(path)
         try attempt(path) { try MAMFileProvider.ProviderCommands.evict(path: local) }
+        return ExitCode.ok
+    }
+
+    static func runReattach(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
+        let root = arguments.positionals[0]
+        let context = try invocation.openContext()
+        let local = BackingPath.resolve(root)
+        let report = try attempt(root) { try MAMFileProvider.ProviderCommands.reattach(localPath: local, context: context) }
+        Output.line("Reattached \(root): \(report.matched) matched, \(report.changedRemotely) changed remotely, \(report.pendingUpload) to upload, \(report.removedPlaceholders) placeholders removed")
         return ExitCode.ok
     }
 

@@ -98,7 +98,7 @@ struct ProviderCommandTests {
         ["mount", "b", "m", "--remote", "", "--provider", "replicated"],
         ["mount", "b", "m", "--remote", "r", "--provider", "replicated", "--sync-interval", "0"],
         ["mount", "b", "m", "--remote", "r", "--provider", "replicated", "--sync-interval", "soon"],
-        ["mount", "b", "m", "--remote", "r", "--provider", "non-replicated", "--sync-interval", "5"],
+        ["mount", "b", "m", "--remote", "r", "--provider", "non-replicated", "--sync-interval", "-1"],
         ["mount", "b", "m", "--sync-interval", "5"],
         ["mount", "b", "m", "--remote", "r", "--provider", "replicated", "--location", "Nowhere"],
         ["mount", "b", "m", "--remote", "r", "--provider", "non-replicated", "--location", ""],

@@ -35,9 +35,11 @@ final class ProviderMount: @unchecked Sendable {
     ///   - encrypt: the account's `fileProviderEncryptFiles`.
     ///   - receiveData: the account's `receiveData`.
     ///   - location: the mount's `--location` (nil: not given).
+    ///   - remoteCheckInterval: a non-replicated mount's `--sync-interval` (nil: not given, the
+    ///     default of 30 s).
     ///   - options: extra `-o` words.
     init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1,
-         location: String? = nil, options: [String] = []) throws {
+         location: String? = nil, remoteCheckInterval: Double? = nil, options: [String] = []) throws {
         self.kind = kind
         self.options = options
         base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
@@ -60,6 +62,7 @@ final class ProviderMount: @unchecked Sendable {
         var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
                          "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")]
         if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
+        if kind == "non-replicated", let remoteCheckInterval { arguments += ["--sync-interval", String(remoteCheckInterval)] }
         if let location { arguments += ["--location", location] }
         try mamfs(arguments)
         mounted = true

@@ -18,6 +18,7 @@ import MAMFileProvider
 /// | unlink / rmdir                          | `removing`: the local removal runs inside it, once   |
 /// | rename                                  | `renaming`: the local rename runs inside it, once    |
 /// | mkdir, link                             | `made`: after the object was made                      |
+/// | every `--sync-interval` (`RemoteChangeTimer`) | replicated: `syncOnce` (also soon after a local change); non-replicated: pending uploads, then `createPlaceholders` (remote changes, renames, deletes), on the queue |
 /// | unmount                                 | `stop`                                                 |
 ///
 /// Non-replicated remote work runs on one serial queue, in request order, after the kernel's
@@ -121,9 +122,11 @@ extension OverlayFilesystem {
                                           context: context, log: log)
         switch binding {
         case .nonReplicated(let provider):
-            return NonReplicatedMountHooks(provider: provider, schedule: RetrySchedule(base: options.retryBase), log: log)
+            return NonReplicatedMountHooks(provider: provider, schedule: RetrySchedule(base: options.retryBase),
+                                           interval: options.syncInterval ?? MountOptions.defaultSyncInterval(kind), log: log)
         case .replicated(let provider):
-            return ReplicatedMountHooks(provider: provider, interval: options.syncInterval, log: log)
+            return ReplicatedMountHooks(provider: provider,
+                                        interval: options.syncInterval ?? MountOptions.defaultSyncInterval(kind), log: log)
         }
     }
 }

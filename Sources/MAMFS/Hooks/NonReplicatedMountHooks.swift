@@ -17,10 +17,18 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     private let runner: UploadQueueRunner
     /// The provider work, one item at a time in request order.
     private var work: DispatchQueue { runner.work }
+    /// Looks for remote changes every `--sync-interval` seconds (see `lookForRemoteChanges`).
+    private var timer: RemoteChangeTimer?
+    private let interval: Double
+    /// Repoints entries whose file a pass replaced (set by `initialPass`).
+    private var afterPass: (@Sendable () -> Void)?
 
-    init(provider: NonReplicatedProvider, schedule: RetrySchedule, log: @escaping @Sendable (String) -> Void) {
+    /// - Parameter interval: seconds between two looks for remote changes (> 0).
+    init(provider: NonReplicatedProvider, schedule: RetrySchedule,
+         interval: Double = MountOptions.defaultSyncInterval(.nonReplicated), log: @escaping @Sendable (String) -> Void) {
         self.provider = provider
         self.schedule = schedule
+        self.interval = interval
         self.log = log
         runner = UploadQueueRunner(provider: provider, schedule: schedule, log: log)
     }
@@ -31,15 +39,37 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     /// does not stop the mount (the queue is retried once it is mounted).
     func initialPass(afterPass: @escaping @Sendable () -> Void) {
         BoundProvider.report(provider.syncPass(schedule: schedule, log: log), what: "initial pass", log: log)
+        self.afterPass = afterPass
     }
 
-    func start() { runner.start() }
+    /// Starts the queue's retries and looking for remote changes.
+    func start() {
+        runner.start()
+        let timer = RemoteChangeTimer(interval: interval) { [weak self] _ in self?.lookForRemoteChanges() }
+        self.timer = timer
+        timer.start()
+    }
 
-    /// Waits for the remote work in progress.
-    func stop() { runner.stop() }
+    /// Stops looking for remote changes, then waits for the remote work in progress.
+    func stop() {
+        timer?.stop()
+        runner.stop()
+    }
 
     /// `relative` of a backing path (the path itself when outside the root).
     private func relative(_ path: String) -> String { provider.queuePath(of: path) }
+
+    /// What `mamfs provider sync` does, on the queue (in order with the requests' remote work):
+    /// the upload queue replayed, pending uploads, then the placeholders refreshed (new,
+    /// changed, renamed and deleted remote items; see `NonReplicatedProvider.syncPass`).
+    /// Entries whose file was replaced are repointed after a pass that changed the local tree.
+    private func lookForRemoteChanges() {
+        work.sync {
+            let report = provider.syncPass(schedule: schedule, log: log)
+            BoundProvider.report(report, what: "remote changes", log: log)
+            if report.placeholders + report.deletedLocally + report.movedLocally + report.fetched > 0 { afterPass?() }
+        }
+    }
 
     func isReservedRootName(_ name: UnsafePointer<CChar>) -> Bool { ProviderNames.isMetadataName(name) }
 
