@@ -209,6 +209,10 @@ public enum MountDaemon {
                 let owner = options.account.isEmpty ? "unmanaged" : options.account
                 fs.log("mounted \(plan.rootPath) on \(plan.mountpoint) (pid \(getpid()); new files outside protected directories: \(owner))")
             }
+            let sessionAddress = UInt(bitPattern: session)
+            fs.attributesChanged = { nodeid in
+                _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: sessionAddress), nodeid, -1, 0)
+            }
             ready(session)
             fs.start()
             defer { fs.stop() }

@@ -121,7 +121,14 @@ extension OverlayFilesystem {
         guard let inode = table.inode(nodeid) else { throw FilesystemError(code: ESTALE) }
         let admission = try admit(.open(flags: flags), on: inode, by: caller)
         try hooks.materializeIfPlaceholder(inode, in: self)
-        return try openHandle(inode, flags: flags, newOwner: admission.newOwner)
+        let handle = try openHandle(inode, flags: flags, newOwner: admission.newOwner)
+        if flags & O_TRUNC != 0 {
+            do { try clearSetIDBits(fd: handle.fd, nodeid: nodeid, for: caller) } catch {
+                abandon(handle)
+                throw error
+            }
+        }
+        return handle
     }
 
     /// The kernel did not take an open reply: the handle's open count goes again (the caller
@@ -207,6 +214,8 @@ extension OverlayFilesystem {
         try admit(.write, on: handle.inode, by: caller)
         try requireOwnerNotWiped(handle)
         try encryptIfRequired(before: handle)
+        // A page-cache writeback (of a shared map) is no write(2): the kernel keeps set-ID bits then.
+        if !writepage { try clearSetIDBits(fd: handle.fd, nodeid: handle.inode.nodeid, for: caller) }
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
             try changingContent(handle) { content in
@@ -237,6 +246,7 @@ extension OverlayFilesystem {
     /// fallocate(2) of plaintext `offset..<offset+length` in `mode` (`AllocationMode`: mode 0,
     /// KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE with or without KEEP_SIZE); range-checked
     /// (EINVAL, EFBIG) and released again on failure (ENOSPC).
+    /// A caller other than root loses the file's set-ID bits as on ext4 (`clearSetIDBits`).
     /// - Throws: EOPNOTSUPP for other modes (COLLAPSE_RANGE, INSERT_RANGE, ...), before any
     ///   admission or change.
     func fallocate(_ handle: OpenFile, mode: Int32, offset: Int, length: Int, caller: Caller) throws {
@@ -244,6 +254,7 @@ extension OverlayFilesystem {
         try admit(.write, on: handle.inode, by: caller)
         try requireOwnerNotWiped(handle)
         try encryptIfRequired(before: handle)
+        try clearSetIDBits(fd: handle.fd, nodeid: handle.inode.nodeid, for: caller)
         try handle.inode.contentLock.writing {
             try changingContent(handle) { try $0.allocate(allocation, offset: Int64(offset), length: Int64(length)) }
         }

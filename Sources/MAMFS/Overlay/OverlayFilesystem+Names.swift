@@ -50,6 +50,7 @@ extension OverlayFilesystem {
         }
         try applyMetadata(inode, handle, changes)
         guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
+        try clearSetIDBits(fd: handle?.fd ?? inode.fd, nodeid: nodeid, for: caller)
         if handle == nil { try hooks.materializeIfPlaceholder(inode, in: self) }
         try truncate(inode, to: size, handle: handle)
         if handle == nil { hooks.fileChanged(inode, in: self, wait: false) }

@@ -25,6 +25,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     let table: InodeTable
     /// Connection options (max_write=...) parsed from -o, applied when the session starts.
     var connectionOptions: OpaquePointer?
+    /// Drops the kernel's cached attributes of a nodeid (set by the mount daemon: a FUSE
+    /// inode invalidation; nil in tests without a kernel).
+    var attributesChanged: ((UInt64) -> Void)?
     /// What the mount kind (plain, non-replicated or replicated provider) adds to requests.
     let hooks: any MountHooks
 
