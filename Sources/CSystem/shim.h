@@ -46,6 +46,12 @@ static const long mamfs_UTIME_OMIT = ((1l << 30) - 2l);
 static const unsigned int mamfs_RENAME_NOREPLACE = 1u << 0;
 static const unsigned int mamfs_RENAME_EXCHANGE = 1u << 1;
 static const unsigned int mamfs_RENAME_WHITEOUT = 1u << 2;
+/* O_DIRECT differs between architectures (040000 on x86, 0200000 on arm and arm64). */
+#if defined(__aarch64__) || defined(__arm__)
+static const int mamfs_O_DIRECT = 0200000;
+#else
+static const int mamfs_O_DIRECT = 040000;
+#endif
 static const int mamfs_SEEK_DATA = 3;
 static const int mamfs_SEEK_HOLE = 4;
 static const int mamfs_RLIMIT_NOFILE = 7;

@@ -14,6 +14,8 @@ public enum SystemConstants {
     public static let utimeNow: Int = mamfs_UTIME_NOW
     /// `UTIME_OMIT` for a `timespec.tv_nsec` of utimensat/futimens: leave unchanged.
     public static let utimeOmit: Int = mamfs_UTIME_OMIT
+    /// `O_DIRECT`: reads and writes bypass the page cache (aligned buffers, offsets, lengths).
+    public static let directIO: Int32 = mamfs_O_DIRECT
     /// `SEEK_DATA` for lseek: the next offset holding data.
     public static let seekData: Int32 = mamfs_SEEK_DATA
     /// `SEEK_HOLE` for lseek: the next offset in a hole (or the end).

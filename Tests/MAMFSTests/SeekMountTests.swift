@@ -112,4 +112,36 @@ struct SeekMountTests {
             #expect(onMount.out == onExt4.out, "mount:\n\(onMount.out)ext4:\n\(onExt4.out)")
         }
     }
+
+    /// Preallocated space (fallocate mode 0, unwritten extents on ext4) with the first 56 KiB
+    /// written and not yet synced (xfstests seek_sanity_test 13, generic/436): SEEK_HOLE from
+    /// 0 and from 1, asked again and again. Prints the answers.
+    static let preallocatedScript = #"""
+    import os, sys
+    os.chdir(sys.argv[1])
+    fd = os.open("prealloc", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.posix_fallocate(fd, 0, 4 << 20)
+    os.pwrite(fd, b"a" * (14 * 4096), 0)
+    for round in range(3):
+        for offset in [0, 1, 4096, 14 * 4096 - 1]:
+            print(round, "SEEK_HOLE", offset, os.lseek(fd, offset, os.SEEK_HOLE))
+        for offset in [0, 1]:
+            print(round, "SEEK_DATA", offset, os.lseek(fd, offset, os.SEEK_DATA))
+    """#
+
+    @Test("A seek into preallocated space leaves the next seek's answer as it was (seek_sanity_test 13)",
+          arguments: MountedFixture.Kind.allCases)
+    func repeatedSeeksInPreallocatedSpace(kind: MountedFixture.Kind) throws {
+        try withMountAndExt4(kind) { m, reference in
+            let onMount = try m.python(Self.preallocatedScript, in: m.mountpoint)
+            let onExt4 = try m.python(Self.preallocatedScript, in: reference.path)
+            #expect(onMount.status == 0 && onExt4.status == 0, "\(onMount.err) \(onExt4.err)")
+            let holes = onMount.out.split(separator: "\n").filter { $0.contains("SEEK_HOLE") }
+            #expect(holes.count == 12)
+            for line in holes {
+                #expect(line.hasSuffix(" 57344") || line.hasSuffix(" 4194304"), "\(line)")
+            }
+            #expect(onMount.out == onExt4.out, "mount:\n\(onMount.out)ext4:\n\(onExt4.out)")
+        }
+    }
 }

@@ -51,11 +51,12 @@ extension ProtectedFileContent {
     private func scan(_ target: SeekTarget, from offset: Int64, size: Int64, unitSize: Int64, units: Int64, storedEnd: Int64,
                       isUnwritten: (UnsafeRawBufferPointer) -> Bool) throws -> Int64 {
         let bs = Int64(BlockLayout.plaintextBlockSize)
+        let reader = UnitReader(fd)
         func start(of index: Int64) -> Int64 { dataOffset + index * unitSize }
         func end(of index: Int64) -> Int64 { index == units - 1 ? storedEnd : start(of: index + 1) }
         func unit(at stored: Int64) -> Int64 { (stored - dataOffset) / unitSize }
         func isWritten(_ index: Int64) throws -> Bool {
-            try isWrittenUnit(start(of: index)..<end(of: index), isUnwritten: isUnwritten)
+            try reader.isWritten(start(of: index)..<end(of: index), isUnwritten: isUnwritten)
         }
         let first = offset / bs
         switch target {
@@ -90,14 +91,52 @@ extension ProtectedFileContent {
         }
     }
 
-    /// Whether the stored bytes in `range` were written: `isUnwritten` does not take them for
-    /// never-written ones (zeros, read from a backing hole or from allocated space next to a
-    /// written unit that shares a backing block with it).
-    private func isWrittenUnit(_ range: Range<Int64>, isUnwritten: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
-        defer { buffer.deallocate() }
-        let read = try FileIO.preadFully(fd, buffer, at: range.lowerBound)
-        return !isUnwritten(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
+    /// Reads the stored bytes of units for a scan without leaving them in the page cache: the
+    /// backing filesystem's own SEEK_HOLE takes cached pages of allocated, never-written space
+    /// (fallocate's unwritten extents) for data, so a scan that read them through the cache
+    /// (and the readahead around them) would move the answer of the next seek. Reads go
+    /// through a second descriptor with O_DIRECT (aligned, cache-bypassing; dirty pages of
+    /// the range are written back first by the kernel); where the backing filesystem or the
+    /// file's mode refuses it, through the file's descriptor with the pages dropped again
+    /// (POSIX_FADV_DONTNEED).
+    private final class UnitReader {
+        static let alignment = 4096
+        let fd: Int32
+        /// The O_DIRECT descriptor, or -1.
+        let direct: Int32
+
+        init(_ fd: Int32) {
+            self.fd = fd
+            direct = (try? FileDescriptor.reopen(fd, O_RDONLY | SystemConstants.directIO | O_CLOEXEC))?.take() ?? -1
+        }
+
+        deinit { if direct >= 0 { SystemCall.close(direct) } }
+
+        /// Whether the stored bytes in `range` were written: `isUnwritten` does not take them
+        /// for never-written ones (zeros, read from a backing hole or from allocated space next
+        /// to a written unit that shares a backing block with it).
+        func isWritten(_ range: Range<Int64>, isUnwritten: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
+            if direct >= 0 {
+                let align = Int64(Self.alignment)
+                let lower = range.lowerBound / align * align
+                let upper = (range.upperBound + align - 1) / align * align
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(upper - lower), alignment: Self.alignment)
+                defer { buffer.deallocate() }
+                // One aligned read: a direct read ends short only at the end of the file.
+                let read = Glibc.pread(direct, buffer.baseAddress, buffer.count, off_t(lower))
+                if read >= 0 {
+                    let from = Int(range.lowerBound - lower)
+                    let to = max(from, min(read, Int(range.upperBound - lower)))
+                    return !isUnwritten(UnsafeRawBufferPointer(rebasing: buffer[from..<to]))
+                }
+            }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
+            defer { buffer.deallocate() }
+            let read = try FileIO.preadFully(fd, buffer, at: range.lowerBound)
+            let written = !isUnwritten(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
+            if !written { _ = posix_fadvise(fd, off_t(range.lowerBound), off_t(range.count), POSIX_FADV_DONTNEED) }
+            return written
+        }
     }
 
     /// lseek(2) of the backing descriptor; nil for ENXIO (nothing of the kind at or after `from`).
