@@ -128,7 +128,9 @@ conformance: deps build-static
 	Tools/conformance/run.sh "$(STATIC_BIN)"
 
 # xfstests generic/quick on a managed mount (about 25 min; sets up users and
-# /sbin/mount.fuse.mamfsx, so meant for a scratch machine). XFSTESTS_ARGS overrides the tests.
+# /sbin/mount.fuse.mamfsx, so meant for a scratch machine). XFSTESTS_ARGS overrides the tests;
+# XFSTESTS_FS=gocryptfs runs them on gocryptfs, the peer the results are compared with.
 XFSTESTS_ARGS ?=
+XFSTESTS_FS ?= mamfs
 xfstests: deps build-static
-	Tools/conformance/xfstests.sh "$(STATIC_BIN)" $(XFSTESTS_ARGS)
+	XFSTESTS_FS=$(XFSTESTS_FS) Tools/conformance/xfstests.sh "$(STATIC_BIN)" $(XFSTESTS_ARGS)

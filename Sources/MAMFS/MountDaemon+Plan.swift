@@ -99,6 +99,11 @@ extension MountDaemon {
                     throw MAMError.invalidArguments("-o \(option): expected a number of seconds")
                 }
                 if parts[0] == "attr_timeout" { options.attributeTimeout = seconds } else { options.entryTimeout = seconds }
+            case "retry_base":
+                guard parts.count == 2, let seconds = Double(parts[1]), seconds > 0, seconds.isFinite else {
+                    throw MAMError.invalidArguments("-o \(option): expected a positive number of seconds")
+                }
+                options.retryBase = seconds
             case "log":
                 guard parts.count == 2, !parts[1].isEmpty else { throw MAMError.invalidArguments("-o log=FILE: expected a file") }
                 options.logFile = try logPath(parts[1])

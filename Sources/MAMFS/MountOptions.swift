@@ -63,8 +63,20 @@ public struct MountOptions: Sendable, Equatable {
     /// directory as its local root (nil = a plain overlay).
     public var provider: ProviderKind? = nil
     /// `--sync-interval SECONDS`: how often a replicated mount runs a sync pass (it also runs
-    /// one after a file written through the mount is closed). Default 5 s.
-    public var syncInterval: Double = 5
+    /// one after a file written through the mount is closed), or a non-replicated one looks
+    /// for remote changes (`provider sync`'s work: pending uploads, then the placeholders
+    /// refreshed, remote renames and deletes followed). nil: `defaultSyncInterval(kind)`.
+    public var syncInterval: Double? = nil
+
+    /// The interval of a provider kind when `--sync-interval` is not given, in seconds: 5 for
+    /// replicated, 30 for non-replicated.
+    public static func defaultSyncInterval(_ kind: ProviderKind) -> Double {
+        kind == .replicated ? 5 : 30
+    }
+    /// `-o retry_base=SECONDS`: a non-replicated mount's first wait before it retries a queued
+    /// change that found the remote unreachable (doubling after each failure, at most 5 min).
+    /// Default 1 s.
+    public var retryBase: Double = 1
     /// `--location NAME`: the storage location a file-provider mount is as a whole (a save or
     /// open location name of the policy keys, e.g. OneDriveForBusiness); `.other` when not
     /// given. Ignored by a plain mount, whose files are where the policy's `locations`

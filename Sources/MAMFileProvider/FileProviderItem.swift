@@ -7,9 +7,11 @@ import MAMProtection
 /// Items are only made by a `FileProviderDomain` (`protectFileProviderItem`), so every item
 /// carries the owner accountId of the domain it came from.
 public struct FileProviderItem: Hashable, Codable, Sendable {
-    /// `NSFileProviderItem.itemIdentifier`.
+    /// `NSFileProviderItem.itemIdentifier`: the stable identifier in an item a provider
+    /// returns (kept across renames and moves), the store's identifier in one an enumerator
+    /// lists (see `ItemIdentifier`).
     public var itemIdentifier: ItemIdentifier
-    /// `NSFileProviderItem.parentItemIdentifier`.
+    /// `NSFileProviderItem.parentItemIdentifier`, of the same kind as `itemIdentifier`.
     public var parentItemIdentifier: ItemIdentifier
     /// `NSFileProviderItem.filename`.
     public var filename: String

@@ -10,8 +10,9 @@ import MAMSystem
 /// the item and of everything below it, as on WebDAV or S3. The providers handle this without
 /// knowing it: `move` returns the item at its new identifier, and renames done directly in the
 /// directory are recognised because `contentVersion` survives a rename (same inode, size and
-/// mtime). Nothing is ever written to the remote to track identity (no xattrs), so a
-/// read-only remote works for reading.
+/// mtime), and `fileID` is `<st_dev>:<st_ino>`, which a rename keeps (a write through this
+/// store replaces the file, so it gets a new one). Nothing is ever written to the remote to
+/// track identity (no xattrs), so a read-only remote works for reading.
 ///
 /// Versions:
 /// - `contentVersion` of a file is `f:<inode>:<size>:<mtime_ns>`. Writes through this store
@@ -298,7 +299,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         let metadata = "m:" + FileSystem.fnv1a("\(name)\u{0}\(parent.rawValue)\u{0}\(mode)\u{0}\(mtime)")
         return RemoteItem(identifier: ItemIdentifier(relative), parentIdentifier: parent, filename: name, type: type,
                           size: size, version: ItemVersion(contentVersion: contentVersion, metadataVersion: metadata),
-                          mode: mode, symlinkTarget: target)
+                          mode: mode, symlinkTarget: target, fileID: "\(st.st_dev):\(st.st_ino)")
     }
 
     /// Copies `url` into a fsynced temp file `.NAME.mamfs-tmp-XXXXXX` in `directory` (relative

@@ -11,8 +11,9 @@ extension NonReplicatedProvider {
     /// as placeholders, placeholders of changed items refreshed, clean materialized copies of
     /// changed items turned back into placeholders (fresh contents on next open), items gone
     /// from the remote removed locally unless they hold un-uploaded changes (those lose their
-    /// item attributes and are uploaded as new items by the next `itemChanged`). A remote
-    /// rename shows as the old name removed and the new one added.
+    /// item attributes and are uploaded as new items by the next `itemChanged`). An item renamed
+    /// or moved on the remote is moved locally first, keeping its contents, its pending changes
+    /// and its stable identifier (`applyRemoteMoves`).
     ///
     /// Enumerates under the domain's account (`FileProviderDomain.enumerator(for:)`).
     /// - Parameter progress: called after each item.
@@ -41,6 +42,7 @@ extension NonReplicatedProvider {
             report.complete = false
             return report
         }
+        applyRemoteMoves(remoteItems, paths: paths, tree: tree, report: &report)
         let byId = Dictionary(remoteItems.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
         var seen = Set<ItemIdentifier>()
         var done = 0

@@ -29,6 +29,8 @@ import MAMSystem
 /// names are compared as exact bytes (see `ItemIdentifier`).
 public final class NonReplicatedProvider: Sendable {
     let binding: ProviderBinding
+    /// The durable upload queue (see `NonReplicatedProvider+Queue`).
+    let queue: UploadQueue
 
     /// The domain (remote + account).
     public var domain: FileProviderDomain { binding.domain }
@@ -40,6 +42,7 @@ public final class NonReplicatedProvider: Sendable {
     ///   `.cannotCreateOutput`.
     public init(localRoot: String, domain: FileProviderDomain) throws {
         binding = try ProviderBinding(localRoot: localRoot, domain: domain, kind: .nonReplicated)
+        queue = try UploadQueue(binding.database)
     }
 
     /// The local root, opened for confined calls.
@@ -150,7 +153,7 @@ public final class NonReplicatedProvider: Sendable {
             do {
                 let item = try binding.remote.modify(attributes.identifier, baseVersion: base, contentsURL: copy.url)
                 try markUploaded(relative, in: tree, item: item, stamp: stamp)
-                return domain.protectFileProviderItem(item)
+                return binding.providedItem(item)
             } catch RemoteError.notFound {
                 return try uploadNew(relative: relative, in: tree, stamp: stamp, plainCopy: copy)
             } catch RemoteError.conflict {
@@ -170,16 +173,19 @@ public final class NonReplicatedProvider: Sendable {
     /// Keeps a copy of an item's identity by local path in the database. The xattrs are the
     /// primary record; this copy lets `itemChanged` recognise a file replaced by an editor's
     /// save-by-rename (a new inode without the xattrs) as a change of the same item.
-    private func remember(_ item: RemoteItem, at path: String) {
+    /// The item's stable identifier is recorded too, carried from `movedFrom` (its store
+    /// identifier before a move) when given.
+    private func remember(_ item: RemoteItem, at path: String, movedFrom: ItemIdentifier? = nil) {
         guard let relative = layout.relativePath(of: path) else { return }
-        remember(item, relative: relative)
+        remember(item, relative: relative, movedFrom: movedFrom)
     }
 
-    func remember(_ item: RemoteItem, relative: String) {
+    func remember(_ item: RemoteItem, relative: String, movedFrom: ItemIdentifier? = nil) {
         let record = ItemRecord(identifier: item.identifier, parent: item.parentIdentifier, filename: item.filename,
                                 type: item.type, size: item.size, version: item.version, owner: binding.accountId,
                                 localPath: relative, local: LocalStamp(inode: 0, size: 0, mtime: 0))
         try? binding.database.upsert(record)
+        try? binding.database.recordIdentity(store: item.identifier, fileID: item.fileID, movedFrom: movedFrom)
     }
 
     /// The identity last recorded for `relative`, as attributes of a changed materialized file.
@@ -200,7 +206,7 @@ public final class NonReplicatedProvider: Sendable {
         do {
             let item = try binding.remote.create(parent: parent, name: name, contents: .file(copy.url))
             try markUploaded(relative, in: tree, item: item, stamp: stamp)
-            return domain.protectFileProviderItem(item)
+            return binding.providedItem(item)
         } catch RemoteError.conflict(let existing, _) {
             return try keepBoth(relative: relative, in: tree, remoteId: existing, plainCopy: copy, stamp: stamp)
         }
@@ -225,12 +231,12 @@ public final class NonReplicatedProvider: Sendable {
         if let current = try? binding.remote.item(remoteId), current.type == .file {
             try? writePlaceholder(for: current, at: relative, in: tree, replacing: false)
         }
-        return domain.protectFileProviderItem(item)
+        return binding.providedItem(item)
     }
 
     /// The remote identifier of a local directory, creating it (and its missing parents) on
     /// the remote when it has none yet.
-    private func ensureRemoteDirectory(_ relative: String, in tree: ConfinedDirectory) throws -> ItemIdentifier {
+    func ensureRemoteDirectory(_ relative: String, in tree: ConfinedDirectory) throws -> ItemIdentifier {
         if relative.isEmpty { return .rootContainer }
         guard let st = tree.lstat(relative), FileSystem.isDirectory(st) else {
             throw MAMError.fromErrno("\(relative) is not a local directory")
@@ -290,12 +296,12 @@ public final class NonReplicatedProvider: Sendable {
                ExactName.equal(current.filename, name) {
                 // Already there (a rename back, or a move already made): nothing to do.
                 remember(current, at: localPath)
-                return domain.protectFileProviderItem(current)
+                return binding.providedItem(current)
             }
             let item = try binding.remote.move(ItemIdentifier(id), toParent: parent, newName: name)
             try tree.setAttribute(relative, LocalItemAttributes.itemAttribute, item.identifier.rawValue)
             try? binding.database.remove(ItemIdentifier(id))
-            remember(item, at: localPath)
+            remember(item, at: localPath, movedFrom: ItemIdentifier(id))
             if item.type == .directory {
                 var relativeIds: [ItemIdentifier: String] = [item.identifier: ""]
                 for child in try binding.remote.enumerateTree(from: item.identifier) {
@@ -303,12 +309,17 @@ public final class NonReplicatedProvider: Sendable {
                     let childRelative = parentPath.isEmpty ? child.filename : parentPath + "/" + child.filename
                     relativeIds[child.identifier] = childRelative
                     let childPath = relative + "/" + childRelative
-                    guard tree.getAttribute(childPath, LocalItemAttributes.itemAttribute) != nil else { continue }
+                    guard let old = tree.getAttribute(childPath, LocalItemAttributes.itemAttribute) else { continue }
                     try tree.setAttribute(childPath, LocalItemAttributes.itemAttribute, child.identifier.rawValue)
-                    if child.type == .file { remember(child, relative: childPath) }
+                    if child.type == .file {
+                        try? binding.database.remove(ItemIdentifier(old))
+                        remember(child, relative: childPath, movedFrom: ItemIdentifier(old))
+                    } else {
+                        try? binding.database.recordIdentity(store: child.identifier, fileID: child.fileID, movedFrom: ItemIdentifier(old))
+                    }
                 }
             }
-            return domain.protectFileProviderItem(item)
+            return binding.providedItem(item)
         }
     }
 
@@ -374,9 +385,16 @@ public final class NonReplicatedProvider: Sendable {
     /// mount does at start and `mamfs provider sync` does before refreshing placeholders.
     /// Placeholders and clean copies are not touched.
     /// - Returns: the report (`created` / `modified` counts; one error per file not uploaded,
-    ///   `refused` for policy refusals); an unreachable remote stops the walk early.
+    ///   `refused` for policy refusals); an unreachable remote stops the walk early, and a
+    ///   remote that is not the volume it was (`ProviderBinding.checkBeforePass`) stops it
+    ///   before anything is uploaded.
     public func uploadPendingChanges(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
         var report = SyncReport()
+        do { try binding.checkBeforePass() } catch {
+            report.errors.append(SyncIssue(path: "", error: error))
+            report.complete = false
+            return report
+        }
         var pending: [String] = []
         let tree: ConfinedDirectory
         do { tree = try self.tree() } catch {
@@ -510,13 +528,21 @@ public final class NonReplicatedProvider: Sendable {
                 throw MAMError.cannotCreateOutput("'\(name)' already exists on the remote in \(directoryRelative.isEmpty ? "/" : directoryRelative)")
             }
             try installProvidedCopy(plain: copy, item: item, at: targetRelative, in: tree, noReplace: true)
-            return domain.protectFileProviderItem(item)
+            return binding.providedItem(item)
         }
+    }
+
+    /// Re-binds the local root to its remote after the remote was replaced (see
+    /// `ProviderReattach`).
+    /// - Throws: `MAMError` (`.keyUnavailable`, remote errors mapped).
+    public func reattach() throws -> ReattachReport {
+        try ProviderReattach.run(binding: binding, provider: self)
     }
 
     /// The status of a local path (see `ProviderItemStatus`).
     /// - Throws: `.fileNotFound`, `.invalidArguments` (not a provider item).
     public func status(localPath: String) throws -> ProviderItemStatus {
-        try ProviderItemStatus.nonReplicated(localPath: localPath, layout: layout, accountId: binding.accountId)
+        try ProviderItemStatus.nonReplicated(localPath: localPath, layout: layout, database: binding.database,
+                                             accountId: binding.accountId)
     }
 }

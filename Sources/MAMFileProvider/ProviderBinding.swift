@@ -41,10 +41,20 @@ final class ProviderBinding: @unchecked Sendable {
     var context: ProtectionContext { domain.context }
     var accountId: String { domain.accountId }
 
+    /// `item` tagged with the domain's account (`FileProviderDomain.protectFileProviderItem`),
+    /// with the stable identifiers of the item and its parent in place of the store's.
+    func providedItem(_ item: RemoteItem) -> FileProviderItem {
+        var provided = domain.protectFileProviderItem(item)
+        provided.itemIdentifier = database.stableIdentifier(ofStore: item.identifier)
+        provided.parentItemIdentifier = database.stableIdentifier(ofStore: item.parentIdentifier)
+        return provided
+    }
+
     /// Checks, before a pass acts on a remote listing, that the remote is the volume it was and
     /// that the account was not wiped.
     /// - Throws: `RemoteError.unreachable` for a different volume (an unmounted share showing
-    ///   its empty mount point would otherwise look like "everything was deleted");
+    ///   its empty mount point would otherwise look like "everything was deleted"; the message
+    ///   names `mamfs provider reattach ROOT`, which re-binds a remote replaced on purpose);
     ///   `MAMError.keyUnavailable` for a wiped account (its files were removed locally on
     ///   purpose and must not be deleted from the remote).
     func checkBeforePass() throws {
@@ -54,7 +64,7 @@ final class ProviderBinding: @unchecked Sendable {
         let current = try remote.volumeIdentity()
         let stored = try database.configuration()?.remoteVolume
         if let stored, let current, stored != current {
-            throw RemoteError.unreachable("\(remote.location) is not the volume it was when first synced (unmounted or replaced?)")
+            throw RemoteError.unreachable("\(remote.location) is not the volume it was when first synced (unmounted or replaced?); if it was replaced on purpose (restored from a copy), run 'mamfs provider reattach \(layout.root)'")
         }
         if stored == nil, let current, var configuration = try database.configuration() {
             configuration.remoteVolume = current

@@ -8,8 +8,9 @@ import MAMProtection
 /// first use only the path is needed.
 public enum ProviderCommands {
     /// `mamfs provider sync BACKING [--remote DIR] [--account A]`: one pass. A replicated root
-    /// runs `ReplicatedProvider.syncOnce`; a non-replicated one first uploads its pending local
-    /// changes (`NonReplicatedProvider.uploadPendingChanges`: counted as created/modified, a
+    /// runs `ReplicatedProvider.syncOnce`; a non-replicated one runs `NonReplicatedProvider.syncPass`:
+    /// its upload queue first (a queue left waiting for an unreachable remote: `.tempFail`), then
+    /// its pending local changes (`NonReplicatedProvider.uploadPendingChanges`: counted as created/modified, a
     /// file that could not be uploaded is an error in the report, so the exit status is `.ioErr`,
     /// or `.noPerm` for a policy refusal, `.tempFail` when the remote is unreachable) and then refreshes its
     /// placeholders (`NonReplicatedProvider.createPlaceholders`). A root never used before becomes a
@@ -32,22 +33,13 @@ public enum ProviderCommands {
             case .replicated:
                 return try ReplicatedProvider(replicaRoot: localPath, domain: domain).syncOnce(progress: progress)
             case .nonReplicated:
-                let provider = try NonReplicatedProvider(localRoot: localPath, domain: domain)
-                var report = provider.uploadPendingChanges(progress: progress)
-                guard report.complete else { return report }
-                let placed = try provider.createPlaceholders(progress: progress)
-                report.fetched += placed.fetched
-                report.placeholders += placed.placeholders
-                report.deletedLocally += placed.deletedLocally
-                report.errors += placed.errors
-                report.complete = placed.complete
-                report.anchor = placed.anchor
-                return report
+                return try NonReplicatedProvider(localRoot: localPath, domain: domain).syncPass(progress: progress)
             }
         }
     }
 
-    /// `mamfs provider status PATH [--json]`: item, versions, materialized, owner.
+    /// `mamfs provider status PATH [--json]`: item, versions, materialized, owner; for a
+    /// non-replicated root also its upload queue (`ProviderItemStatus.queue`).
     /// - Parameter path: a path inside a provider root (backing directory or replica).
     /// - Throws: `.fileNotFound`; `.invalidArguments` when the path is in no provider root.
     public static func status(path: String) throws -> ProviderItemStatus {
@@ -56,10 +48,34 @@ public enum ProviderCommands {
             defer { database.close() }
             switch configuration.kind {
             case .nonReplicated:
-                return try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, accountId: configuration.accountId)
+                var status = try ProviderItemStatus.nonReplicated(localPath: path, layout: layout, database: database,
+                                                                  accountId: configuration.accountId)
+                status.queue = try UploadQueue(database).status()
+                return status
             case .replicated:
                 return try ProviderItemStatus.replicated(localPath: path, layout: layout, database: database,
                                                          accountId: configuration.accountId)
+            }
+        }
+    }
+
+    /// `mamfs provider reattach ROOT`: re-binds the provider root ROOT to its remote after the
+    /// remote was replaced (restored from a copy; passes refuse it until then), see
+    /// `ProviderReattach`: items matched by path, type, size and the SHA-256 of their plain
+    /// bytes keep their records, local changes are kept for the next sync.
+    /// - Parameter localPath: the provider root (a mount's backing directory or a replica).
+    /// - Returns: the counts.
+    /// - Throws: `.invalidArguments` (not a provider root); `.keyUnavailable` (account wiped);
+    ///   remote errors as `MAMError` (`.system(EHOSTUNREACH)`: the remote is missing).
+    public static func reattach(localPath: String, context: ProtectionContext) throws -> ReattachReport {
+        try ProviderError.mapped {
+            let layout = ProviderLayout(root: localPath)
+            guard layout.exists else { throw MAMError.invalidArguments("\(layout.root) is not a file-provider root") }
+            let (kind, domain) = try openDomain(localPath: localPath, remote: nil, account: nil, context: context,
+                                                defaultKind: .replicated)
+            switch kind {
+            case .nonReplicated: return try NonReplicatedProvider(localRoot: localPath, domain: domain).reattach()
+            case .replicated: return try ReplicatedProvider(replicaRoot: localPath, domain: domain).reattach()
             }
         }
     }

@@ -75,7 +75,8 @@ struct ItemRecord: Equatable, Sendable {
 }
 
 /// The provider's SQLite database (`ROOT/.mamfs-provider/provider.db`, WAL): the
-/// configuration, the sync anchor, and for the replicated provider the item table.
+/// configuration, the sync anchor, the item table, and the stable item identifiers
+/// (`identities`, see ProviderDatabase+Identities).
 ///
 /// Errors: what `SQLiteDatabase` throws (`MAMError.internalError`, `.system`).
 final class ProviderDatabase: @unchecked Sendable {
@@ -102,6 +103,7 @@ final class ProviderDatabase: @unchecked Sendable {
                 local_mtime INTEGER NOT NULL);
             CREATE INDEX IF NOT EXISTS items_local_path ON items(local_path);
             """)
+        try database.execute(Self.identitySchema)
     }
 
     func close() { database.close() }

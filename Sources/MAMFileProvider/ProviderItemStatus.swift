@@ -10,9 +10,10 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
     public var root: String
     /// Which provider manages the root.
     public var kind: ProviderKind
-    /// The remote item, nil for a local item not uploaded yet.
+    /// The item's stable identifier (kept across renames and moves, see `ItemIdentifier`), nil
+    /// for a local item not uploaded yet.
     public var itemIdentifier: ItemIdentifier?
-    /// The remote parent, when known.
+    /// The stable identifier of the remote parent, when known (replicated only).
     public var parentItemIdentifier: ItemIdentifier?
     public var filename: String
     public var type: ItemType
@@ -32,8 +33,11 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
     public var localOwner: String?
     /// True when the local copy is encrypted.
     public var encrypted: Bool
+    /// The root's upload queue (non-replicated roots; nil otherwise).
+    public var queue: UploadQueueStatus? = nil
 
-    static func nonReplicated(localPath: String, layout: ProviderLayout, accountId: String) throws -> ProviderItemStatus {
+    static func nonReplicated(localPath: String, layout: ProviderLayout, database: ProviderDatabase,
+                              accountId: String) throws -> ProviderItemStatus {
         guard let st = FileSystem.lstatPath(localPath), let type = FileSystem.itemType(st) else {
             throw MAMError.fileNotFound(localPath)
         }
@@ -48,7 +52,8 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
             size = plain
         }
         return ProviderItemStatus(
-            path: localPath, root: layout.root, kind: .nonReplicated, itemIdentifier: attributes?.identifier,
+            path: localPath, root: layout.root, kind: .nonReplicated,
+            itemIdentifier: attributes.map { database.stableIdentifier(ofStore: $0.identifier) },
             parentItemIdentifier: nil, filename: PathName.lastComponent(of: localPath), type: type, size: size,
             contentVersion: attributes?.contentVersion, metadataVersion: nil, materialized: materialized,
             pendingUpload: type == .file && (attributes.map { $0.hasLocalChanges(st) } ?? true),
@@ -67,8 +72,9 @@ public struct ProviderItemStatus: Codable, Equatable, Sendable {
         var size = Int64(0)
         if type == .file { size = (try? ProtectedFileContent.plaintextSize(storedSize: Int64(st.st_size), header: header)) ?? 0 }
         return ProviderItemStatus(
-            path: localPath, root: layout.root, kind: .replicated, itemIdentifier: row?.identifier,
-            parentItemIdentifier: row?.parent, filename: PathName.lastComponent(of: localPath), type: type, size: size,
+            path: localPath, root: layout.root, kind: .replicated,
+            itemIdentifier: row.map { database.stableIdentifier(ofStore: $0.identifier) },
+            parentItemIdentifier: row.map { database.stableIdentifier(ofStore: $0.parent) }, filename: PathName.lastComponent(of: localPath), type: type, size: size,
             contentVersion: row?.version.contentVersion, metadataVersion: row?.version.metadataVersion, materialized: true,
             pendingUpload: type != .directory && (row.map { $0.local != LocalStamp(st) } ?? true),
             owner: accountId, localOwner: header?.owner, encrypted: header?.isEncrypted ?? false)

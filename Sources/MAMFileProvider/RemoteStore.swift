@@ -3,9 +3,14 @@ import MAMProtection
 
 /// Names one item of a remote store (mirrors `NSFileProviderItemIdentifier`).
 ///
-/// The value is opaque to the providers: each `RemoteStore` decides what it means (for
-/// `LocalDirectoryRemote` it is the path relative to the remote root). `rootContainer` names
-/// the root of every store.
+/// Two kinds of values share the type. A store identifier is what a `RemoteStore` calls an
+/// item (for `LocalDirectoryRemote`: the path relative to the remote root), and may change
+/// when the item or a parent moves; the providers address the store with it. A stable
+/// identifier is what the providers show (`FileProviderItem` from a provider,
+/// `ProviderItemStatus`): kept in the provider database, it stays the same across renames and
+/// moves made on either side, and is the store identifier the item had when first seen
+/// (see ProviderDatabase+Identities). Both are opaque. `rootContainer` names the root of every
+/// store and is its own stable identifier.
 ///
 /// Identifiers are equal, hashed and ordered by their exact UTF-8 bytes, never by Unicode
 /// canonical equivalence: `cafe` + U+0301 and `caf` + U+00E9 are two items (as they are two
@@ -163,8 +168,10 @@ public enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Identity: an `ItemIdentifier` may change when an item is moved (path-keyed stores such as
 /// `LocalDirectoryRemote`, WebDAV or S3) or stay the same (id-keyed stores). Providers never
 /// assume either: after a `move` they take the identifiers the store returns, re-read the
-/// moved subtree, and they recognise a rename done on the remote side by an item that
-/// disappeared and one that appeared with the same type and `contentVersion`.
+/// moved subtree, and they recognise a rename done on the remote side by `RemoteItem.fileID`
+/// when the store has one, else by an item that disappeared and one that appeared with the
+/// same type and `contentVersion`. What they show is their own stable identifier, kept across
+/// both (`ItemIdentifier`).
 public protocol RemoteStore: Sendable {
     /// A short description for messages and the provider configuration (e.g. the root path).
     var location: String { get }

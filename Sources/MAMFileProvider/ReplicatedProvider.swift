@@ -46,23 +46,36 @@ public final class ReplicatedProvider: Sendable {
     ///   that could not be resolved. `report.complete` is false when the pass stopped early.
     @discardableResult
     public func syncOnce(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
+        exclusively {
+            do {
+                return try ReplicatedSyncPass(binding: binding, scanLock: scanLock, progress: progress).run()
+            } catch {
+                var report = SyncReport()
+                report.errors.append(SyncIssue(path: "", error: error))
+                report.complete = false
+                return report
+            }
+        }
+    }
+
+    /// Runs `body` as a pass runs: alone, in this process and across processes (a mount and
+    /// the CLI may work on the same replica: `flock` on `.mamfs-provider/sync.lock`).
+    func exclusively<R>(_ body: () throws -> R) rethrows -> R {
         passLock.lock()
         defer { passLock.unlock() }
-        // Another process (a mount and the CLI) may sync the same replica: one pass at a time.
         let lockPath = layout.metadataDirectory + "/sync.lock"
         let lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         if lockFD >= 0 {
             while flock(lockFD, LOCK_EX) != 0 && errno == EINTR {}
         }
         defer { if lockFD >= 0 { flock(lockFD, LOCK_UN); close(lockFD) } }
-        do {
-            return try ReplicatedSyncPass(binding: binding, scanLock: scanLock, progress: progress).run()
-        } catch {
-            var report = SyncReport()
-            report.errors.append(SyncIssue(path: "", error: error))
-            report.complete = false
-            return report
-        }
+        return try body()
+    }
+
+    /// Re-binds the replica to its remote after the remote was replaced (see `ProviderReattach`).
+    /// - Throws: `MAMError` (`.keyUnavailable`, remote errors mapped).
+    public func reattach() throws -> ReattachReport {
+        try exclusively { try ProviderReattach.run(binding: binding, provider: nil) }
     }
 
     /// Runs `rename` (one rename(2) of names in the replica, made by the mount) between two

@@ -10,7 +10,8 @@ import MAMSystem
 /// 2. local moves and renames -> `RemoteStore.move` (an item's recorded inode found at another
 ///    path); a moved directory's descendants are re-keyed from a listing of its new place;
 /// 3. remote renames -> local renames (an item gone from the remote and one new on it with the
-///    same type and contentVersion);
+///    same `fileID`, else with the same type and contentVersion); the item keeps its stable
+///    identifier (ProviderDatabase+Identities; every row saved records it);
 /// 4. each known item, deepest first, by (local state, remote state):
 ///
 ///    | local \ remote | unchanged         | changed              | deleted                 |
@@ -45,6 +46,9 @@ final class ReplicatedSyncPass {
     private var pathIndex = ExactDictionary<ItemIdentifier>()
     private var remote: [ItemIdentifier: RemoteItem] = [:]
     private var remotePaths: [ItemIdentifier: String] = [:]
+    /// Items the store's file ids show moved on the remote: old store identifier -> new one
+    /// (`ProviderDatabase.reconcileIdentities`).
+    private var remoteMoves: [ItemIdentifier: ItemIdentifier] = [:]
     private var local = ExactDictionary<LocalEntry>()
     private var done = 0
     private var total = 0
@@ -109,10 +113,16 @@ final class ReplicatedSyncPass {
         pathIndex[row.localPath] = row.identifier
     }
 
-    private func save(_ row: ItemRecord, replacing old: ItemIdentifier? = nil) throws {
+    /// Saves `row` (in place of the row of `old`) and records its stable identifier, carried
+    /// from `old`; `identity: false` for a row whose store identifier is about to be replaced
+    /// (a child of a directory renamed on the remote, before its own rename is applied).
+    private func save(_ row: ItemRecord, replacing old: ItemIdentifier? = nil, identity: Bool = true) throws {
         try database.database.transaction {
             if let old, old != row.identifier { try database.remove(old) }
             try database.upsert(row)
+            if identity {
+                try database.recordIdentity(store: row.identifier, fileID: remote[row.identifier]?.fileID, movedFrom: old)
+            }
         }
         setRow(row, replacing: old)
     }
@@ -126,6 +136,7 @@ final class ReplicatedSyncPass {
         let items = try store.enumerateTree()
         remote = Dictionary(items.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
         remotePaths = ProviderBinding.localPaths(of: items)
+        remoteMoves.merge(try database.reconcileIdentities(with: items)) { _, new in new }
     }
 
     private func scanLocal(_ relative: String) {
@@ -272,20 +283,29 @@ final class ReplicatedSyncPass {
     // MARK: Step 3: remote renames
 
     private func applyRemoteRenames() {
+        // Moves the store's file ids show are taken first; the others are matched by type and
+        // contentVersion.
+        let movedTo = remoteMoves.filter { rows[$0.key] != nil && remote[$0.key] == nil && rows[$0.value] == nil && remote[$0.value] != nil }
+        let reserved = Set(movedTo.values)
         var appeared: [String: [RemoteItem]] = [:]
-        for item in remote.values where rows[item.identifier] == nil {
+        for item in remote.values where rows[item.identifier] == nil && !reserved.contains(item.identifier) {
             appeared["\(item.type.rawValue)|\(item.version.contentVersion)", default: []].append(item)
         }
-        guard !appeared.isEmpty else { return }
+        guard !appeared.isEmpty || !movedTo.isEmpty else { return }
         let missing = rows.values.filter { remote[$0.identifier] == nil }
             .sorted { FileSystem.depth($0.localPath) < FileSystem.depth($1.localPath) }
         for original in missing {
             guard let row = rows[original.identifier] else { continue }
-            let key = "\(row.type.rawValue)|\(row.version.contentVersion)"
-            guard var options = appeared[key], !options.isEmpty else { continue }
-            let index = options.firstIndex(where: { ExactName.equal($0.filename, row.filename) }) ?? 0
-            let item = options.remove(at: index)
-            appeared[key] = options
+            let item: RemoteItem
+            if let target = movedTo[row.identifier].flatMap({ remote[$0] }), target.type == row.type {
+                item = target
+            } else {
+                let key = "\(row.type.rawValue)|\(row.version.contentVersion)"
+                guard var options = appeared[key], !options.isEmpty else { continue }
+                let index = options.firstIndex(where: { ExactName.equal($0.filename, row.filename) }) ?? 0
+                item = options.remove(at: index)
+                appeared[key] = options
+            }
             guard let target = remotePaths[item.identifier] else { continue }
             if !ExactName.equal(row.localPath, target) {
                 guard local[target] == nil else { continue }
@@ -316,7 +336,7 @@ final class ReplicatedSyncPass {
                     for child in rows.values where ExactName.isBelow(child.localPath, row.localPath) {
                         var moved = child
                         moved.localPath = target + ExactName.dropPrefix(child.localPath, row.localPath)
-                        try save(moved)
+                        try save(moved, identity: remote[child.identifier] != nil)
                     }
                 }
             } catch {

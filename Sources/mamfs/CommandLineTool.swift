@@ -31,7 +31,7 @@ enum CommandLineTool {
     /// `mamfs GROUP --help` prints.
     static var groups: [(name: String, subVerbs: [String], help: String)] {
         [("policy", ["show", "set"], PolicyCommands.groupHelp),
-         ("provider", ["sync", "status", "evict", "import"], ProviderVerbs.groupHelp),
+         ("provider", ["sync", "status", "evict", "import", "reattach"], ProviderVerbs.groupHelp),
          ("audit", ["verify"], AuditCommands.show.helpText)]
     }
 

@@ -15,13 +15,16 @@ enum MountVerbs {
                   "                        with --provider, the domain's account",
                   "--remote DIR            the remote directory of a file-provider mount (needs --provider)",
                   "--provider KIND         non-replicated or replicated (needs --remote)",
-                  "--sync-interval SECONDS seconds between sync passes of a replicated mount (default 5)",
+                  "--sync-interval SECONDS seconds between sync passes (replicated, default 5) or remote",
+                  "                        change checks (non-replicated, default 30) of a provider mount",
                   "--location NAME         the storage location the provider mount is for the policy's",
                   "                        saveToLocations/openFromLocations (default Other)",
                   "-f                      stay in the foreground until unmounted (SIGINT/SIGTERM unmount)",
                   "--force                 remove a dead mount on MOUNTPOINT first (as 'mamfs unmount' does)",
                   "-o OPTIONS              FUSE options, comma-separated (allow_other, ro, default_permissions,",
-                  "                        attr_timeout=S, entry_timeout=S, ...); repeatable"],
+                  "                        attr_timeout=S, entry_timeout=S, ...; retry_base=S: a non-replicated",
+                  "                        mount's first wait before retrying a change the unreachable remote",
+                  "                        did not take, doubling to 5 min, default 1); repeatable"],
         spec: ArgumentSpec(flags: ["-f", "--force"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location"],
                            repeatable: ["-o"], positionals: 2...2),
         run: runMount)
@@ -84,8 +87,8 @@ enum MountVerbs {
     }
 
     /// `--remote DIR --provider KIND [--sync-interval SECONDS] [--location NAME]`, checked: both
-    /// or neither of `--remote` and `--provider`, a known kind, a positive interval for a
-    /// replicated mount only, a known location name (save or open location; default Other).
+    /// or neither of `--remote` and `--provider`, a known kind, a positive interval (default:
+    /// `MountOptions.defaultSyncInterval` of the kind), a known location name (save or open location; default Other).
     /// - Returns: nil for a plain overlay.
     /// - Throws: `UsageError`.
     static func providerOptions(_ arguments: ParsedArguments) throws
@@ -95,7 +98,7 @@ enum MountVerbs {
         let interval = arguments.value("--sync-interval")
         let locationName = arguments.value("--location")
         guard remote != nil || kindName != nil else {
-            if interval != nil { throw UsageError("--sync-interval needs --remote DIR --provider replicated") }
+            if interval != nil { throw UsageError("--sync-interval needs --remote DIR --provider KIND") }
             if locationName != nil {
                 throw UsageError("--location is for --provider mounts (a plain mount's locations come from the policy's 'locations')")
             }
@@ -113,9 +116,8 @@ enum MountVerbs {
         guard let kind = ProviderKind(rawValue: kindName) else {
             throw UsageError("unknown provider '\(InputQuote.short(kindName))' (expected 'non-replicated' or 'replicated')")
         }
-        var seconds = 5.0
+        var seconds = MountOptions.defaultSyncInterval(kind)
         if let interval {
-            guard kind == .replicated else { throw UsageError("--sync-interval is for --provider replicated") }
             guard let value = Double(interval), value.isFinite, value > 0 else {
                 throw UsageError("--sync-interval: expected a positive number of seconds, got '\(InputQuote.short(interval))'")
             }

@@ -2,7 +2,7 @@ import Foundation
 import MAMFileProvider
 import MAMProtection
 
-/// `provider sync`, `provider status`, `provider evict` and `provider import`: the file-provider
+/// `provider sync`, `provider status`, `provider evict`, `provider import` and `provider reattach`: the file-provider
 /// verbs. Each one maps its path arguments to the provider root (a path inside a running
 /// `mamfs mount` is mapped to the same path in the mount's backing directory, see
 /// `BackingPath`) and calls `MAMFileProvider.ProviderCommands`.
@@ -19,11 +19,14 @@ enum ProviderVerbs {
     static let status = Verb(
         "provider status",
         usage: ["mamfs provider status PATH [--json] [--state DIR]"],
-        summary: "Show the file-provider state of PATH (in a mount or its backing directory): remote item, versions, whether the contents are present (materialized), pending upload, owner.",
+        summary: "Show the file-provider state of PATH (in a mount or its backing directory, the root itself too): remote item, versions, whether the contents are present (materialized), pending upload, owner; for a non-replicated root its upload queue: the local changes not on the remote yet (count, age of the oldest, next retry, last error).",
         options: ["--json                  print one JSON object: path, root, kind, itemIdentifier,",
                   "                        parentItemIdentifier, filename, type, size, contentVersion,",
                   "                        metadataVersion, materialized, pendingUpload, owner,",
-                  "                        localOwner, encrypted (unknown values are null)"],
+                  "                        localOwner, encrypted, queue (unknown values are null);",
+                  "                        queue: count, oldestAgeSeconds, nextRetry (ISO 8601),",
+                  "                        lastError, entries (\"KIND PATH\" in order), null for a",
+                  "                        replicated root"],
         spec: ArgumentSpec(flags: ["--json"], positionals: 1...1),
         run: runStatus)
 
@@ -42,8 +45,15 @@ enum ProviderVerbs {
         spec: ArgumentSpec(options: ["--to"], positionals: 1...1),
         run: runImport)
 
+    static let reattach = Verb(
+        "provider reattach",
+        usage: ["mamfs provider reattach ROOT [--state DIR]"],
+        summary: "Re-bind the provider root ROOT (a mount's backing directory, or the mount) to its remote after the remote was replaced, e.g. restored from a copy: until then every sync refuses it (exit \(ExitCode.tempFail), 'not the volume it was'). Local items found on the remote at their path with the same type, size and SHA-256 of their plain bytes keep their records and identifiers; local changes the remote does not have are kept and uploaded by the next sync; a clean copy of a file that differs on the remote gives way to the remote version. Nothing local is lost.",
+        spec: ArgumentSpec(positionals: 1...1),
+        run: runReattach)
+
     /// Every provider verb, in `mamfs --help` order.
-    static let all = [sync, status, evict, importFile]
+    static let all = [sync, status, evict, importFile, reattach]
 
     /// The `mamfs provider --help` text.
     static var groupHelp: String {
@@ -116,6 +126,15 @@ enum ProviderVerbs {
                 "owner": status.owner,
                 "localOwner": value(status.localOwner),
                 "encrypted": status.encrypted,
+                "queue": status.queue.map { queue -> Any in
+                    [
+                        "count": queue.count,
+                        "oldestAgeSeconds": queue.oldestAge.map { ($0 * 10).rounded() / 10 as Any } ?? NSNull(),
+                        "nextRetry": value(queue.nextRetry.map(timestamp)),
+                        "lastError": value(queue.lastError),
+                        "entries": queue.entries,
+                    ] as [String: Any]
+                } ?? NSNull(),
             ]
             Output.out(try JSON.text(object))
             return ExitCode.ok
@@ -124,7 +143,7 @@ enum ProviderVerbs {
             guard let owner else { return "-" }
             return owner.isEmpty ? "(unmanaged)" : owner
         }
-        let rows: [[String]] = [
+        var rows: [[String]] = [
             ["path:", path],
             ["root:", "\(status.root) (\(status.kind.rawValue))"],
             ["item:", status.itemIdentifier?.rawValue ?? "- (not uploaded yet)"],
@@ -137,14 +156,38 @@ enum ProviderVerbs {
             ["owner:", show(status.owner)],
             ["encrypted:", status.encrypted ? "yes" : "no"],
         ]
+        if let queue = status.queue {
+            rows += [
+                ["queued changes:", String(queue.count)],
+                ["oldest queued:", queue.oldestAge.map { String(format: "%.1f s ago", $0) } ?? "-"],
+                ["next retry:", queue.nextRetry.map(timestamp) ?? "-"],
+                ["last error:", queue.lastError ?? "-"],
+            ]
+        }
         Output.out(Output.table(rows))
         return ExitCode.ok
+    }
+
+    /// Seconds since 1970 as ISO 8601 (UTC, seconds).
+    private static func timestamp(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
     }
 
     static func runEvict(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let path = arguments.positionals[0]
         let local = BackingPath.resolve(path)
         try attempt(path) { try MAMFileProvider.ProviderCommands.evict(path: local) }
+        return ExitCode.ok
+    }
+
+    static func runReattach(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
+        let root = arguments.positionals[0]
+        let context = try invocation.openContext()
+        let local = BackingPath.resolve(root)
+        let report = try attempt(root) { try MAMFileProvider.ProviderCommands.reattach(localPath: local, context: context) }
+        Output.line("Reattached \(root): \(report.matched) matched, \(report.changedRemotely) changed remotely, \(report.pendingUpload) to upload, \(report.removedPlaceholders) placeholders removed")
         return ExitCode.ok
     }
 

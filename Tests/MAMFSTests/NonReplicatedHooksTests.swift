@@ -72,7 +72,7 @@ struct NonReplicatedHooksTests {
         let domain = try FileProviderDomain(account: OverlayCoreFixture.account, remote: remote, context: f.context)
         let provider = try NonReplicatedProvider(localRoot: f.backing, domain: domain)
         #expect(try provider.createPlaceholders().errors.isEmpty)
-        let hooks = NonReplicatedMountHooks(provider: provider, log: { _ in })
+        let hooks = NonReplicatedMountHooks(provider: provider, schedule: RetrySchedule(), log: { _ in })
         defer {
             remote.release()
             hooks.stop()

@@ -22,6 +22,8 @@ final class ProviderMount: @unchecked Sendable {
     let backing: String
     let mountpoint: String
     let log: String
+    /// Extra `-o` words of the mount (e.g. retry_base=S).
+    let options: [String]
     private var mounted = false
 
     var environment: [String: String] {
@@ -33,9 +35,13 @@ final class ProviderMount: @unchecked Sendable {
     ///   - encrypt: the account's `fileProviderEncryptFiles`.
     ///   - receiveData: the account's `receiveData`.
     ///   - location: the mount's `--location` (nil: not given).
+    ///   - remoteCheckInterval: a non-replicated mount's `--sync-interval` (nil: not given, the
+    ///     default of 30 s).
+    ///   - options: extra `-o` words.
     init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1,
-         location: String? = nil) throws {
+         location: String? = nil, remoteCheckInterval: Double? = nil, options: [String] = []) throws {
         self.kind = kind
+        self.options = options
         base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
         remote = base + "/remote"
@@ -54,8 +60,9 @@ final class ProviderMount: @unchecked Sendable {
         let copy = try shell("cd /usr/share/doc && find . -type f | sort | head -n \(Self.docFiles) | tar -cf - -T - | tar -xf - -C \(shellQuote(remote))")
         guard copy.status == 0 else { throw TestSupportError("copy of /usr/share/doc failed: \(copy.err)") }
         var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
-                         "-o", "attr_timeout=0,entry_timeout=0,log=" + log]
+                         "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")]
         if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
+        if kind == "non-replicated", let remoteCheckInterval { arguments += ["--sync-interval", String(remoteCheckInterval)] }
         if let location { arguments += ["--location", location] }
         try mamfs(arguments)
         mounted = true
@@ -70,8 +77,9 @@ final class ProviderMount: @unchecked Sendable {
         backing = previous.backing
         mountpoint = previous.mountpoint
         log = previous.log
+        options = previous.options
         try mamfs(["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
-                   "-o", "attr_timeout=0,entry_timeout=0,log=" + log])
+                   "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")])
         mounted = true
     }
 
@@ -169,13 +177,16 @@ final class ProviderMount: @unchecked Sendable {
     }
 }
 
-private let fuseUsable: Bool = {
-    let fd = open("/dev/fuse", O_RDWR)
-    if fd >= 0 { close(fd) }
-    return fd >= 0
-}()
+extension ProviderMount {
+    /// True when /dev/fuse can be opened (the provider mount suites run only then).
+    static let fuseUsable: Bool = {
+        let fd = open("/dev/fuse", O_RDWR)
+        if fd >= 0 { Glibc.close(fd) }
+        return fd >= 0
+    }()
+}
 
-@Suite("File providers through the mount", .enabled(if: fuseUsable), .serialized)
+@Suite("File providers through the mount", .enabled(if: ProviderMount.fuseUsable), .serialized)
 struct ProviderMountTests {
     static let kinds = ["non-replicated", "replicated"]
 
@@ -459,7 +470,8 @@ struct ProviderMountTests {
 
     @Test("non-replicated: uploads that failed (remote unreachable) stay pending; provider sync pushes them, exits 75 while the remote is away; evict refuses a pending file with exit 73 'has a pending upload'")
     func syncFlushesPendingUploads() throws {
-        let m = try ProviderMount("non-replicated")
+        // The mount's own retries wait long enough for the command to do the work.
+        let m = try ProviderMount("non-replicated", options: ["retry_base=600"])
         defer { m.close() }
         let existing = try #require(m.someRemoteFiles(1).first)
         #expect(m.read(m.mountpoint + "/" + existing) != nil)

@@ -179,7 +179,7 @@ struct SecurityProviderMountTests {
         defer { m.close() }
         let listing = try m.sh("ls -la \"$M\" >/dev/null && echo listed")
         #expect(listing.out == "listed\n", "\(listing.err)")
-        let own: Set<String> = ["provider.db", "provider.db-wal", "provider.db-shm", "sync.lock", "tmp"]
+        let own: Set<String> = ["provider.db", "provider.db-wal", "provider.db-shm", "sync.lock", "queue.lock", "tmp"]
         let names = try FileManager.default.contentsOfDirectory(atPath: m.backing + "/.mamfs-provider")
         #expect(names.allSatisfy(own.contains), "foreign entries in BACKING/.mamfs-provider: \(names)")
         let tmp = try FileManager.default.contentsOfDirectory(atPath: m.backing + "/.mamfs-provider/tmp")

@@ -78,4 +78,38 @@ struct SeekMountTests {
         #expect(onMount.contains("found 2097152 ENXIO 2097152"), "\(onMount.filter { $0.hasPrefix("found") })")
         #expect(onExt4.contains("found 300000 1048576 300000") && onExt4.contains("found 2097152 ENXIO 2097152"))
     }
+
+    /// Block-aligned layouts where a stored block shares backing blocks with a written
+    /// neighbour: one block written far into a file (xfstests seek_sanity_test 19, generic/490
+    /// and 539), and an unwritten block between two written ones. Prints the answers.
+    static let neighbourScript = #"""
+    import os, sys
+    os.chdir(sys.argv[1])
+    bs = 4096
+    far = os.open("far", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.pwrite(far, b"a" * bs, 1036 * bs)
+    between = os.open("between", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.pwrite(between, b"b" * bs, 10 * bs)
+    os.pwrite(between, b"c" * bs, 12 * bs)
+    os.fsync(far); os.fsync(between)
+    for offset in [bs, 12 * bs, 1028 * bs, 1035 * bs]:
+        print("far SEEK_DATA", offset, os.lseek(far, offset, os.SEEK_DATA))
+    print("far SEEK_HOLE", 0, os.lseek(far, 0, os.SEEK_HOLE))
+    for offset in [0, 10 * bs, 11 * bs]:
+        print("between SEEK_DATA", offset, os.lseek(between, offset, os.SEEK_DATA))
+    for offset in [0, 10 * bs, 11 * bs, 12 * bs]:
+        print("between SEEK_HOLE", offset, os.lseek(between, offset, os.SEEK_HOLE))
+    """#
+
+    @Test("A block sharing backing blocks with a written neighbour is a hole, as on ext4 (seek_sanity_test 19)",
+          arguments: MountedFixture.Kind.allCases)
+    func neighbourBlocksMatchExt4(kind: MountedFixture.Kind) throws {
+        try withMountAndExt4(kind) { m, reference in
+            let onMount = try m.python(Self.neighbourScript, in: m.mountpoint)
+            let onExt4 = try m.python(Self.neighbourScript, in: reference.path)
+            #expect(onMount.status == 0 && onExt4.status == 0, "\(onMount.err) \(onExt4.err)")
+            #expect(onExt4.out.contains("far SEEK_DATA 4096 4243456\n"), "\(onExt4.out)")
+            #expect(onMount.out == onExt4.out, "mount:\n\(onMount.out)ext4:\n\(onExt4.out)")
+        }
+    }
 }

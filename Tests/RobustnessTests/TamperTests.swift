@@ -142,7 +142,7 @@ struct TamperTests {
         print("tamper: \(tampers.count) tampered files, \(elapsed(start)); without a log line: \(unlogged.count)")
         let report = failures.prefix(40).joined(separator: "\n")
         #expect(failures.isEmpty, "\(failures.count) faults:\n\(report)")
-        // EACCES for a foreign owner is not logged yet (see foreignOwnerIsLogged).
+        // EACCES for a foreign owner has its own test (foreignOwnerIsLogged).
         let unloggedEIO = unlogged.filter { $0.hasSuffix("(EIO)") }
         #expect(unloggedEIO.isEmpty, "EIO without an authentication log line: \(unloggedEIO)")
     }

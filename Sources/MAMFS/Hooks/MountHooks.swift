@@ -17,6 +17,8 @@ import MAMFileProvider
 /// | release of a writable handle, fsync, truncate by path | `fileChanged` (non-replicated: `itemChanged`, queued; fsync waits) |
 /// | unlink / rmdir                          | `removing`: the local removal runs inside it, once   |
 /// | rename                                  | `renaming`: the local rename runs inside it, once    |
+/// | mkdir, link                             | `made`: after the object was made                      |
+/// | every `--sync-interval` (`RemoteChangeTimer`) | replicated: `syncOnce` (also soon after a local change); non-replicated: pending uploads, then `createPlaceholders` (remote changes, renames, deletes), on the queue |
 /// | unmount                                 | `stop`                                                 |
 ///
 /// Non-replicated remote work runs on one serial queue, in request order, after the kernel's
@@ -72,6 +74,15 @@ protocol MountHooks: AnyObject, Sendable {
 
     /// Runs `rename` (the one local rename) with the remote side around it.
     func renaming(_ move: RenameRequest, fs: OverlayFilesystem, rename: () throws -> Void) throws
+
+    /// A directory (mkdir) or a hard link (link) was made through the mount.
+    func made(_ made: MadeEntry, kind: MadeKind, fs: OverlayFilesystem)
+}
+
+/// What `MountHooks.made` reports.
+enum MadeKind: Sendable {
+    case directory
+    case hardLink
 }
 
 /// A rename as the hooks see it: source and target directory entries and whether the two
@@ -111,9 +122,11 @@ extension OverlayFilesystem {
                                           context: context, log: log)
         switch binding {
         case .nonReplicated(let provider):
-            return NonReplicatedMountHooks(provider: provider, log: log)
+            return NonReplicatedMountHooks(provider: provider, schedule: RetrySchedule(base: options.retryBase),
+                                           interval: options.syncInterval ?? MountOptions.defaultSyncInterval(kind), log: log)
         case .replicated(let provider):
-            return ReplicatedMountHooks(provider: provider, interval: options.syncInterval, log: log)
+            return ReplicatedMountHooks(provider: provider,
+                                        interval: options.syncInterval ?? MountOptions.defaultSyncInterval(kind), log: log)
         }
     }
 }

@@ -6,35 +6,70 @@ import MAMProtection
 import MAMSystem
 
 /// The hooks of a non-replicated provider mount: placeholders materialized on open, and every
-/// local change answered by remote work on one serial queue, in request order (see
-/// `MountHooks`).
+/// local change recorded in the provider's durable upload queue before the request returns,
+/// then replayed on the remote in request order on one serial queue (`UploadQueueRunner`; see
+/// `MountHooks`). While the remote is unreachable the changes wait and are retried on a
+/// `RetrySchedule`; a change that fails for good is logged and dropped.
 final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     private let provider: NonReplicatedProvider
+    private let schedule: RetrySchedule
     private let log: @Sendable (String) -> Void
+    private let runner: UploadQueueRunner
     /// The provider work, one item at a time in request order.
-    private let work = DispatchQueue(label: "mamfs-provider")
+    private var work: DispatchQueue { runner.work }
+    /// Looks for remote changes every `--sync-interval` seconds (see `lookForRemoteChanges`).
+    private var timer: RemoteChangeTimer?
+    private let interval: Double
+    /// Repoints entries whose file a pass replaced (set by `initialPass`).
+    private var afterPass: (@Sendable () -> Void)?
 
-    init(provider: NonReplicatedProvider, log: @escaping @Sendable (String) -> Void) {
+    /// - Parameter interval: seconds between two looks for remote changes (> 0).
+    init(provider: NonReplicatedProvider, schedule: RetrySchedule,
+         interval: Double = MountOptions.defaultSyncInterval(.nonReplicated), log: @escaping @Sendable (String) -> Void) {
         self.provider = provider
+        self.schedule = schedule
+        self.interval = interval
         self.log = log
+        runner = UploadQueueRunner(provider: provider, schedule: schedule, log: log)
     }
 
-    /// Changes a previous mount could not upload (remote unreachable, killed) go first, then
-    /// the placeholders are refreshed. Problems are logged; an unreachable remote does not stop
-    /// the mount.
+    /// The queue a previous mount left (remote unreachable, daemon killed) is replayed first,
+    /// then files with changes no queued change covers are uploaded, then the placeholders are
+    /// refreshed (`NonReplicatedProvider.syncPass`). Problems are logged; an unreachable remote
+    /// does not stop the mount (the queue is retried once it is mounted).
     func initialPass(afterPass: @escaping @Sendable () -> Void) {
-        BoundProvider.report(provider.uploadPendingChanges(), what: "pending upload", log: log)
-        do {
-            BoundProvider.report(try provider.createPlaceholders(), what: "placeholders", log: log)
-        } catch {
-            log("provider: placeholders: \(error)")
+        BoundProvider.report(provider.syncPass(schedule: schedule, log: log), what: "initial pass", log: log)
+        self.afterPass = afterPass
+    }
+
+    /// Starts the queue's retries and looking for remote changes.
+    func start() {
+        runner.start()
+        let timer = RemoteChangeTimer(interval: interval) { [weak self] _ in self?.lookForRemoteChanges() }
+        self.timer = timer
+        timer.start()
+    }
+
+    /// Stops looking for remote changes, then waits for the remote work in progress.
+    func stop() {
+        timer?.stop()
+        runner.stop()
+    }
+
+    /// `relative` of a backing path (the path itself when outside the root).
+    private func relative(_ path: String) -> String { provider.queuePath(of: path) }
+
+    /// What `mamfs provider sync` does, on the queue (in order with the requests' remote work):
+    /// the upload queue replayed, pending uploads, then the placeholders refreshed (new,
+    /// changed, renamed and deleted remote items; see `NonReplicatedProvider.syncPass`).
+    /// Entries whose file was replaced are repointed after a pass that changed the local tree.
+    private func lookForRemoteChanges() {
+        work.sync {
+            let report = provider.syncPass(schedule: schedule, log: log)
+            BoundProvider.report(report, what: "remote changes", log: log)
+            if report.placeholders + report.deletedLocally + report.movedLocally + report.fetched > 0 { afterPass?() }
         }
     }
-
-    func start() {}
-
-    /// Waits for the queued work.
-    func stop() { work.sync {} }
 
     func isReservedRootName(_ name: UnsafePointer<CChar>) -> Bool { ProviderNames.isMetadataName(name) }
 
@@ -55,6 +90,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         var st = stat()
         guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
         try work.sync {
+            runner.drain(force: true)
             try inode.contentLock.writing {
                 let path = try fs.backingPath(inode)
                 guard NonReplicatedProvider.placeholderInfo(localPath: path) != nil else { return }
@@ -64,24 +100,24 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         }
     }
 
-    /// The upload is queued behind earlier provider work and finds the file by its entry (the
-    /// path it has when the upload runs, after any rename; nothing when it was removed).
+    /// The change is recorded under the file's current name and replayed behind earlier
+    /// changes; the replay finds the file by its entry (the path it has then, after any rename;
+    /// nothing when it was removed). `wait` (fsync): returns once the queue got that far.
     func fileChanged(_ inode: Inode, in fs: OverlayFilesystem, wait: Bool) {
-        let upload: @Sendable () -> Void = { [self] in
-            DescriptorCache.withPins {
-                inode.contentLock.reading {
+        var st = stat()
+        guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
+              let path = try? fs.backingPath(inode) else { return }
+        runner.record(QueuedChange(kind: .changed, path: relative(path))) { apply in
+            try DescriptorCache.withPins {
+                try inode.contentLock.reading {
                     var st = stat()
                     guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink > 0,
-                          let path = try? fs.backingPath(inode) else { return }
-                    do {
-                        try provider.itemChanged(localPath: path)
-                    } catch {
-                        log("provider: \(path): not uploaded: \(error)")
-                    }
+                          let path = try? fs.backingPath(inode) else { return try apply(nil, nil) }
+                    try apply(path, nil)
                 }
             }
         }
-        if wait { work.sync(execute: upload) } else { work.async(execute: upload) }
+        if wait { work.sync { runner.drain(force: false) } }
     }
 
     /// The remote item is read before the local one goes (its attributes go with it), in order
@@ -90,14 +126,21 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     func removing(_ name: UnsafePointer<CChar>, in dir: Inode, directory: Bool, fs: OverlayFilesystem,
                   remove: () throws -> Void) throws {
         let path = try fs.childPath(dir, name)
-        let (lastLink, item) = try work.sync { () throws -> (Bool, RemovedItem?) in
+        let item = try work.sync { () throws -> RemovedItem? in
             var st = stat()
             let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
-            let item = lastLink ? itemBeforeRemoval(path: path) : nil
+            var item = lastLink ? itemBeforeRemoval(path: path) : nil
+            if !lastLink, !directory, let linked = provider.linkedItem(localPath: path) {
+                // A hard link uploaded as its own item goes with its name.
+                item = RemovedItem(identifier: linked, baseVersion: nil, attributes: nil)
+            }
             try remove()
-            return (lastLink, item)
+            return item
         }
-        if lastLink { work.async { [self] in itemRemoved(item, path: path) } }
+        if let item {
+            runner.record(QueuedChange(kind: .removed, path: relative(path), item: item.identifier,
+                                       baseVersion: item.baseVersion), locator: nil)
+        }
     }
 
     /// The local rename runs in order with the queued work (the upload queued by the close of a
@@ -116,11 +159,28 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
             try rename()
             return (source, target, replaced)
         }
-        let exchange = move.exchange
-        work.async { [self] in
-            itemRenamed(source, path: newPath, replaced: replaced)
-            if exchange { itemRenamed(target, path: oldPath, replaced: nil) }
+        if move.exchange {
+            runner.record(QueuedChange(kind: .exchanged, path: relative(newPath), otherPath: relative(oldPath))) { apply in
+                try apply(source?.currentPath(expecting: source?.identifier), target?.currentPath(expecting: target?.identifier))
+            }
+        } else {
+            runner.record(QueuedChange(kind: .renamed, path: relative(newPath), item: replaced?.identifier,
+                                       baseVersion: replaced?.baseVersion, replacedSize: replaced?.attributes?.size)) { apply in
+                try apply(source?.currentPath(expecting: source?.identifier), nil)
+            }
         }
+    }
+
+    /// mkdir: the directory is made remotely; link: the new name is uploaded as its own item
+    /// (the remote has no hard links). Found by identity when the change is replayed.
+    func made(_ made: MadeEntry, kind: MadeKind, fs: OverlayFilesystem) {
+        let recorded: (String, LocalObject?)? = made.name.withUnsafeBufferPointer { name in
+            guard let base = name.baseAddress, let path = try? fs.childPath(made.directory, base) else { return nil }
+            return (path, LocalObject(directory: made.directory.fd, name: base))
+        }
+        guard let (path, object) = recorded else { return }
+        let change = QueuedChange(kind: kind == .directory ? .madeDirectory : .linked, path: relative(path))
+        runner.record(change) { apply in try apply(object?.currentPath(expecting: nil), nil) }
     }
 
     // MARK: Remote items
@@ -141,43 +201,5 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         let attributes = ExtendedAttributes(path: path, followSymlink: false)
         guard let identifier = (try? attributes.string(LocalItemAttributes.itemAttribute)) ?? nil, !identifier.isEmpty else { return nil }
         return RemovedItem(identifier: ItemIdentifier(identifier), baseVersion: nil, attributes: nil)
-    }
-
-    /// The local object was unlinked or removed through the mount (call it on the queue).
-    private func itemRemoved(_ item: RemovedItem?, path: String) {
-        guard let item else { return }
-        do {
-            try provider.deleteItem(withIdentifier: item.identifier, baseVersion: item.baseVersion)
-        } catch {
-            log("provider: \(path): remote item not deleted: \(error)")
-        }
-    }
-
-    /// A local object was renamed or moved through the mount (call it on the queue). `object`
-    /// finds it by identity (it may have been renamed again or removed since); `path` is its
-    /// name right after the rename, for messages; `replaced` is the item the rename replaced.
-    private func itemRenamed(_ object: LocalObject?, path: String, replaced: RemovedItem?) {
-        guard let current = object?.currentPath(expecting: object?.identifier) else {
-            // Gone since (removed by a later request): so is what it replaced.
-            if let replaced { itemRemoved(replaced, path: path) }
-            return
-        }
-        do {
-            if let replaced, replaced.attributes == nil {
-                // A directory (or an item without file attributes) was replaced.
-                try provider.deleteItem(withIdentifier: replaced.identifier, baseVersion: replaced.baseVersion)
-                if LocalItemAttributes.read(path: current) != nil || itemBeforeRemoval(path: current) != nil {
-                    try provider.itemRenamed(localPath: current, replaced: nil)
-                }
-                return
-            }
-            let isItem = LocalItemAttributes.read(path: current) != nil || itemBeforeRemoval(path: current) != nil
-            var st = stat()
-            let isFile = lstat(current, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
-            guard isItem || isFile || replaced != nil else { return }
-            try provider.itemRenamed(localPath: current, replaced: replaced?.attributes)
-        } catch {
-            log("provider: \(current): remote rename not done: \(error)")
-        }
     }
 }

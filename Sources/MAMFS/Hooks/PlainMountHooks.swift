@@ -17,4 +17,6 @@ final class PlainMountHooks: MountHooks {
     func renaming(_ move: RenameRequest, fs: OverlayFilesystem, rename: () throws -> Void) throws {
         try rename()
     }
+
+    func made(_ made: MadeEntry, kind: MadeKind, fs: OverlayFilesystem) {}
 }

@@ -11,11 +11,9 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
     private let interval: Double
     private let log: @Sendable (String) -> Void
 
-    private let condition = NSCondition()
-    private var stopping = false
-    private var pending = false
-    private var running = false
-    private let finished = DispatchSemaphore(value: 0)
+    private var timer: RemoteChangeTimer?
+    /// Guards `timer` and `afterPass`.
+    private let lock = NSLock()
     /// Called after a pass that changed the local tree (repoints replaced entries).
     private var afterPass: (@Sendable () -> Void)?
 
@@ -29,29 +27,19 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
     /// returns. Problems are logged; an unreachable remote does not stop the mount.
     func initialPass(afterPass: @escaping @Sendable () -> Void) {
         BoundProvider.report(provider.syncOnce(), what: "sync", log: log)
-        condition.lock()
-        self.afterPass = afterPass
-        condition.unlock()
+        lock.withLock { self.afterPass = afterPass }
     }
 
     /// Starts the background thread.
     func start() {
-        condition.lock()
-        running = true
-        condition.unlock()
-        let thread = Thread { [self] in self.loop() }
-        thread.name = "mamfs-sync"
-        thread.start()
+        let timer = RemoteChangeTimer(interval: interval) { [weak self] scheduled in self?.pass(scheduled: scheduled) }
+        lock.withLock { self.timer = timer }
+        timer.start()
     }
 
     /// Stops the background thread, waiting for a pass in progress to end.
     func stop() {
-        condition.lock()
-        let wasRunning = running
-        stopping = true
-        condition.signal()
-        condition.unlock()
-        if wasRunning { finished.wait() }
+        lock.withLock { timer }?.stop()
     }
 
     func isReservedRootName(_ name: UnsafePointer<CChar>) -> Bool { ProviderNames.isMetadataName(name) }
@@ -64,6 +52,8 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
     func materializeIfPlaceholder(_ inode: Inode, in fs: OverlayFilesystem) throws {}
 
     func fileChanged(_ inode: Inode, in fs: OverlayFilesystem, wait: Bool) { schedulePass() }
+
+    func made(_ made: MadeEntry, kind: MadeKind, fs: OverlayFilesystem) { schedulePass() }
 
     func removing(_ name: UnsafePointer<CChar>, in dir: Inode, directory: Bool, fs: OverlayFilesystem,
                   remove: () throws -> Void) throws {
@@ -83,35 +73,19 @@ final class ReplicatedMountHooks: MountHooks, @unchecked Sendable {
 
     /// Asks for a pass soon.
     private func schedulePass() {
-        condition.lock()
-        pending = true
-        condition.signal()
-        condition.unlock()
+        lock.withLock { timer }?.schedule()
     }
 
-    private func loop() {
-        defer { finished.signal() }
-        while true {
-            condition.lock()
-            let deadline = Date(timeIntervalSinceNow: interval)
-            while !stopping && !pending {
-                if !condition.wait(until: deadline) { break }
-            }
-            if stopping {
-                condition.unlock()
-                return
-            }
-            let scheduled = pending
-            pending = false
-            let afterPass = self.afterPass
-            condition.unlock()
-            if scheduled {
-                // Let a burst of closes (cp -r, tar x) finish before the pass looks at the tree.
-                usleep(100_000)
-            }
-            let result = provider.syncOnce()
-            BoundProvider.report(result, what: "sync", log: log)
-            if result.fetched + result.deletedLocally + result.movedLocally + result.conflicts > 0 { afterPass?() }
+    /// One pass; `scheduled` after a local change.
+    private func pass(scheduled: Bool) {
+        if scheduled {
+            // Let a burst of closes (cp -r, tar x) finish before the pass looks at the tree.
+            usleep(100_000)
+        }
+        let result = provider.syncOnce()
+        BoundProvider.report(result, what: "sync", log: log)
+        if result.fetched + result.deletedLocally + result.movedLocally + result.conflicts > 0 {
+            lock.withLock { afterPass }?()
         }
     }
 }

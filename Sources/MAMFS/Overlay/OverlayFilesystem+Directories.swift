@@ -8,7 +8,9 @@ import MAMSystem
 extension OverlayFilesystem {
     /// Makes the directory `name` in `parent` (mode bits of `mode`), owned by the caller.
     func mkdir(parent: UInt64, name: UnsafePointer<CChar>, mode: mode_t, caller: Caller) throws -> MadeEntry {
-        try makeObject(parent, name, caller, mode: mode) { dirFD in mkdirat(dirFD, name, mode & 0o7777) }
+        let made = try makeObject(parent, name, caller, mode: mode) { dirFD in mkdirat(dirFD, name, mode & 0o7777) }
+        hooks.made(made, kind: .directory, fs: self)
+        return made
     }
 
     /// Makes a special file, or a regular file tagged like a created one.
@@ -78,7 +80,9 @@ extension OverlayFilesystem {
                 guard linkat(AT_FDCWD, source, dirFD, newName, AT_SYMLINK_FOLLOW) == 0 else { throw FilesystemError.current() }
                 made = MadeObject(directoryFD: dirFD, name: newName)
                 let (linked, st) = try lookupEntry(parent: dir, name: newName)
-                return MadeEntry(entry: entry(linked, st), made: made, directory: dir, name: nameBytes(newName))
+                let result = MadeEntry(entry: entry(linked, st), made: made, directory: dir, name: nameBytes(newName))
+                hooks.made(result, kind: .hardLink, fs: self)
+                return result
             } catch {
                 made?.remove()
                 throw error

@@ -12,52 +12,92 @@ extension ProtectedFileContent {
     }
 
     /// The plaintext offset SEEK_DATA / SEEK_HOLE answers from plaintext `offset`, as ext4 does
-    /// for the same content: an untagged or plain-tagged file asks the backing file (shifted by
-    /// the header); an encrypted file without the sparse flag is data to its end; a sparse one
-    /// reports as holes the blocks whose whole stored bytes lie in a hole of the backing file
-    /// (block granular: a hole block that is allocated, or shares a backing block with data,
-    /// counts as data, which SEEK_DATA/SEEK_HOLE allow).
+    /// for the same content: an untagged file asks the backing file; an encrypted file without
+    /// the sparse flag is data to its end. In a sparse encrypted file (per block) and in a
+    /// plain-tagged one (per 4 KiB page of its own offsets: the header shifts them against the
+    /// backing file's pages) a unit is data when its stored bytes are not all zeros (a written
+    /// block never is; holes read as zeros). A run of units wholly in allocated
+    /// space is taken as data once its first two are (SEEK_HOLE does not read every unit of a
+    /// long data run), and written zeros in a plain file may count as a hole; SEEK_DATA and
+    /// SEEK_HOLE allow both.
     /// - Returns: a plaintext offset in `offset...size`.
     /// - Throws: `MAMError.system(errno: ENXIO)` for a negative offset, an offset at or past
-    ///   the end, and SEEK_DATA with no data after `offset`; other errnos of the backing lseek.
+    ///   the end, and SEEK_DATA with no data after `offset`; other errnos of the backing lseek
+    ///   and pread.
     public func seek(_ target: SeekTarget, from offset: Int64) throws -> Int64 {
         let size = try plaintextSize()
         guard offset >= 0, offset < size else { throw MAMError.system("seek", errno: ENXIO) }
         let whence = target == .data ? SystemConstants.seekData : SystemConstants.seekHole
-        guard let header, header.isEncrypted else {
-            guard let position = try backingSeek(whence, from: dataOffset + offset) else {
-                throw MAMError.system("seek", errno: ENXIO)
+        let bs = Int64(BlockLayout.plaintextBlockSize)
+        guard let header, dataOffset > 0 else {
+            guard let position = try backingSeek(whence, from: offset) else { throw MAMError.system("seek", errno: ENXIO) }
+            return min(size, max(offset, position))
+        }
+        let units = ProtectedFileContent.blockCount(size)
+        if !header.isEncrypted {
+            return try scan(target, from: offset, size: size, unitSize: bs, units: units, storedEnd: dataOffset + size) { bytes in
+                bytes.allSatisfy { $0 == 0 }
             }
-            return min(size, max(offset, position - dataOffset))
         }
         guard header.isSparse else { return target == .data ? offset : size }
+        return try scan(target, from: offset, size: size, unitSize: Int64(BlockLayout.storedBlockSize), units: units,
+                        storedEnd: ProtectedFileContent.storedSize(plaintextSize: size, header: header)) { isHole($0) }
+    }
+
+    /// SEEK_DATA / SEEK_HOLE over `units` units of the file's stored bytes, unit i at
+    /// `dataOffset + i * unitSize` (the last one ends at `storedEnd`), each holding
+    /// `plaintextBlockSize` bytes of the file; `isUnwritten` tells a unit's stored bytes that
+    /// were never written (zeros) from written ones.
+    private func scan(_ target: SeekTarget, from offset: Int64, size: Int64, unitSize: Int64, units: Int64, storedEnd: Int64,
+                      isUnwritten: (UnsafeRawBufferPointer) -> Bool) throws -> Int64 {
         let bs = Int64(BlockLayout.plaintextBlockSize)
-        let slot = Int64(BlockLayout.storedBlockSize)
-        let blocks = ProtectedFileContent.blockCount(size)
-        let storedEnd = ProtectedFileContent.storedSize(plaintextSize: size, header: header)
-        func block(at stored: Int64) -> Int64 { (stored - dataOffset) / slot }
-        let start = offset / bs
+        func start(of index: Int64) -> Int64 { dataOffset + index * unitSize }
+        func end(of index: Int64) -> Int64 { index == units - 1 ? storedEnd : start(of: index + 1) }
+        func unit(at stored: Int64) -> Int64 { (stored - dataOffset) / unitSize }
+        func isWritten(_ index: Int64) throws -> Bool {
+            try isWrittenUnit(start(of: index)..<end(of: index), isUnwritten: isUnwritten)
+        }
+        let first = offset / bs
         switch target {
         case .data:
-            // Every block whose stored bytes lie before the first backing data is a hole.
-            guard let data = try backingSeek(whence, from: slotOffset(start)), data < storedEnd else {
-                throw MAMError.system("seek", errno: ENXIO)
-            }
-            return max(offset, block(at: data) * bs)
-        case .hole:
-            var from = slotOffset(start)
+            // Units before the first backing data are holes; the unit that data falls in may be
+            // an unwritten one sharing a backing block with the next one's first bytes.
+            var from = start(of: first)
             while true {
-                guard let hole = try backingSeek(SystemConstants.seekHole, from: from), hole < storedEnd else { return size }
-                // The first block starting in that backing hole: a hole if no data follows
-                // before its stored bytes end.
-                let candidate = (hole - dataOffset + slot - 1) / slot
-                guard candidate < blocks else { return size }
-                let candidateEnd = candidate == blocks - 1 ? storedEnd : slotOffset(candidate + 1)
-                let data = try backingSeek(SystemConstants.seekData, from: slotOffset(candidate)) ?? .max
-                if data >= candidateEnd { return max(offset, candidate * bs) }
-                from = data
+                guard let data = try backingSeek(SystemConstants.seekData, from: from), data < storedEnd else {
+                    throw MAMError.system("seek", errno: ENXIO)
+                }
+                let candidate = max(first, unit(at: data))
+                if try isWritten(candidate) { return max(offset, candidate * bs) }
+                guard candidate + 1 < units else { throw MAMError.system("seek", errno: ENXIO) }
+                from = start(of: candidate + 1)
             }
+        case .hole:
+            var candidate = first
+            while candidate < units {
+                if try !isWritten(candidate) { return max(offset, candidate * bs) }
+                // The next unit may be an unwritten one between written neighbours (all its
+                // stored bytes allocated, all zeros); past it, jump to the next backing hole.
+                let next = candidate + 1
+                guard next < units else { return size }
+                if try !isWritten(next) { return next * bs }
+                guard let hole = try backingSeek(SystemConstants.seekHole, from: start(of: next)), hole < storedEnd else {
+                    return size
+                }
+                candidate = max(next + 1, unit(at: hole))
+            }
+            return size
         }
+    }
+
+    /// Whether the stored bytes in `range` were written: `isUnwritten` does not take them for
+    /// never-written ones (zeros, read from a backing hole or from allocated space next to a
+    /// written unit that shares a backing block with it).
+    private func isWrittenUnit(_ range: Range<Int64>, isUnwritten: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
+        defer { buffer.deallocate() }
+        let read = try FileIO.preadFully(fd, buffer, at: range.lowerBound)
+        return !isUnwritten(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
     }
 
     /// lseek(2) of the backing descriptor; nil for ENXIO (nothing of the kind at or after `from`).
