@@ -27,4 +27,6 @@ static inline CURLcode mamfs_curl_setopt_callback(CURL *handle, CURLoption optio
 static inline CURLcode mamfs_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+/* CURLAUTH_BASIC is a macro with a cast Swift does not import. */
+static const unsigned long mamfs_curlauth_basic = CURLAUTH_BASIC;
 #endif
