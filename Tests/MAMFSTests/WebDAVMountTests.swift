@@ -60,4 +60,25 @@ struct WebDAVMountTests {
         let back = try m.mamfs(["provider", "sync", m.backing, "--remote-credentials", m.credentialsFile], check: false)
         #expect(back.status == 0, "\(back.err)")
     }
+
+    @Test("provider sync exits 74 naming the item when the WebDAV server is full (HTTP 507)")
+    func syncFullServer() throws {
+        let server = try ApacheDAVServer()
+        let scratch = try TempDirectory(prefix: "mamfs-dav-full")
+        let mounted = try shell("mount -t tmpfs -o size=1m,mode=0755 mamfs-dav-full \(shellQuote(server.davDirectory)) 2>&1")
+        try #require(mounted.status == 0, "tmpfs: \(mounted.out)")
+        defer { _ = try? shell("umount \(shellQuote(server.davDirectory)) || umount -l \(shellQuote(server.davDirectory))") }
+        try server.giveToWorkers(server.davDirectory)
+        let state = scratch.file("state"), root = scratch.file("root"), credentials = scratch.file("credentials")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try Data(repeating: 0x62, count: 3 << 20).write(to: URL(fileURLWithPath: root + "/big.bin"))
+        try Data("machine 127.0.0.1 login \(server.user) password \(server.password)\n".utf8).write(to: URL(fileURLWithPath: credentials))
+        chmod(credentials, 0o600)
+        try MamfsCLI.run(["init"], state: state)
+        let full = try MamfsCLI.run(["provider", "sync", root, "--remote", server.baseURL, "--remote-credentials", credentials],
+                                    state: state, check: false)
+        #expect(full.status == ExitCode.ioErr.rawValue, "\(full.status) \(full.err)")
+        #expect(full.err.contains("big.bin") && full.err.contains("insufficient storage"), "\(full.err)")
+        #expect(!full.err.contains(server.password))
+    }
 }
