@@ -12,10 +12,14 @@ enum CommandLineTool {
         AccountCommands.enroll,
         AccountCommands.unenroll,
         AccountCommands.accounts,
+        AllowedAccountCommands.allow,
+        AllowedAccountCommands.allowed,
         PolicyCommands.show,
         PolicyCommands.set,
         ProtectCommands.protect,
         ProtectCommands.info,
+        ProtectionCheckCommands.verifyProtect,
+        ProtectionCheckCommands.canReceive,
         ProtectCommands.encrypt,
         ProtectCommands.decrypt,
         DataCommands.protectData,
@@ -31,6 +35,7 @@ enum CommandLineTool {
     /// `mamfs GROUP --help` prints.
     static var groups: [(name: String, subVerbs: [String], help: String)] {
         [("policy", ["show", "set"], PolicyCommands.groupHelp),
+         ("accounts", ["allow", "allowed"], AllowedAccountCommands.groupHelp),
          ("provider", ["sync", "status", "evict", "import", "reattach"], ProviderVerbs.groupHelp),
          ("audit", ["verify"], AuditCommands.show.helpText)]
     }
