@@ -245,6 +245,16 @@ public final class StateStore: Sendable {
         return row?.int64(0).flatMap { UInt32(exactly: $0) }
     }
 
+    /// How many account keys each account has (canonical accountId -> count); the key bytes
+    /// are never read.
+    public func accountKeyCounts() throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try database.query("SELECT account_id, COUNT(*) FROM account_keys GROUP BY account_id") {
+            if let id = row.string(0), let count = row.int64(1) { counts[id] = Int(count) }
+        }
+        return counts
+    }
+
     /// One more than the highest key id ever issued to the account (1 for a new account),
     /// counting keys that were since deleted.
     /// - Throws: `MAMError.internalError` when all 2^32-1 ids are used.
