@@ -92,10 +92,10 @@ struct AccountManagementTests {
         #expect(try sandbox.run(["protect", file, "--account", Fixtures.account]).status == 0, "the listed account by its accountId")
         #expect(try sandbox.run(["protect", file, "--account", ""]).status == 0, "unmanaged is always allowed")
 
-        let backing = sandbox.path("backing")
+        let backing = sandbox.path("work")
         let mountpoint = sandbox.path("mnt")
-        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        defer { MountTests.forceUnmount(mountpoint) }
         let mount = try sandbox.run(["mount", backing, mountpoint, "--account", "eve@contoso.com"])
         #expect(mount.status == 77)
         #expect(mount.errLines == ["mamfs: mount: eve@contoso.com: denied: not in the allowed accounts (see 'mamfs accounts allowed')"])
