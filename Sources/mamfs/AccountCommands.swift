@@ -6,28 +6,33 @@ import MAMProtection
 enum AccountCommands {
     static let enroll = Verb(
         "enroll",
-        usage: ["mamfs enroll ACCOUNT [--upn UPN] --policy POLICY.json [--state DIR]"],
-        summary: "Register ACCOUNT (an accountId GUID) as the managed account with the policy in POLICY.json. Only one account can be managed at a time.",
+        usage: ["mamfs enroll ACCOUNT [--upn UPN] --policy POLICY.json [--state DIR]",
+                "mamfs enroll --upn UPN --policy POLICY.json [--state DIR]"],
+        summary: "Register ACCOUNT (an accountId GUID, or a homeAccountId OID.TID whose TID is recorded as the tenant) as the managed account with the policy in POLICY.json. Only one account can be managed at a time. With --upn alone the account is enrolled by its UPN and keyed by it (its files carry the UPN as owner) until a later enroll names both, which records the accountId. When the allowed-accounts list is set (see 'mamfs accounts allow'), any other account is refused (\(ExitCode.noPerm)) and the refusal is written to the audit log.",
         options: ["--upn UPN               the account's user principal name (user@contoso.com)",
                   "--policy POLICY.json    the account's policy (schema in docs/POLICY.md)"],
-        spec: ArgumentSpec(options: ["--upn", "--policy"], positionals: 1...1),
+        spec: ArgumentSpec(options: ["--upn", "--policy"], positionals: 0...1),
         run: runEnroll)
 
     static let unenroll = Verb(
         "unenroll",
-        usage: ["mamfs unenroll ACCOUNT [--wipe] [--root DIR]... [--state DIR]"],
-        summary: "Unenroll ACCOUNT (accountId or UPN): it is no longer managed. With --wipe, also selectively wipe it (see 'mamfs wipe').",
+        usage: ["mamfs unenroll ACCOUNT [--wipe] [--root DIR]... [--keep-registered] [--state DIR]"],
+        summary: "Unenroll ACCOUNT (accountId, UPN or OID.TID): it is no longer managed, and no longer registered unless --keep-registered (its keys stay, so its encrypted files remain readable, and a later 'mamfs wipe' still finds it). With --wipe, also selectively wipe it (see 'mamfs wipe').",
         options: ["--wipe                  also remove every file the account owns and destroy its keys",
-                  "--root DIR              with --wipe: also search DIR for the account's files (repeatable)"],
-        spec: ArgumentSpec(flags: ["--wipe"], repeatable: ["--root"], positionals: 1...1),
+                  "--root DIR              with --wipe: also search DIR for the account's files (repeatable)",
+                  "--keep-registered       leave the account registered"],
+        spec: ArgumentSpec(flags: ["--wipe", "--keep-registered"], repeatable: ["--root"], positionals: 1...1),
         run: runUnenroll)
 
     static let accounts = Verb(
         "accounts",
-        usage: ["mamfs accounts [--json] [--state DIR]"],
-        summary: "List the registered accounts: accountId, UPN and whether each is managed.",
-        options: ["--json                  print a JSON array of {accountId, upn, managed}"],
-        spec: ArgumentSpec(flags: ["--json"]),
+        usage: ["mamfs accounts [--enrolled] [--json] [--state DIR]"],
+        summary: "List the accounts the state knows: accountId, UPN, whether each is managed (enrolled) and registered. An account enrolled by its UPN alone has no accountId until one is recorded.",
+        options: ["--enrolled              list only the enrolled (managed) accounts",
+                  "--json                  print a JSON array of {accountId, upn, tenantId, managed, registered, wiped};",
+                  "                        accountId, upn, tenantId are null when not known, wiped is the time of the",
+                  "                        last selective wipe (ISO 8601) or null"],
+        spec: ArgumentSpec(flags: ["--json", "--enrolled"]),
         run: runAccounts)
 
     static let wipe = Verb(
@@ -39,17 +44,21 @@ enum AccountCommands {
         run: runWipe)
 
     static func runEnroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
-        let account = arguments.positionals[0]
+        let account = arguments.positionals.first
+        let upn = arguments.value("--upn")
+        guard account != nil || upn != nil else {
+            throw UsageError("missing ACCOUNT (or --upn UPN to enroll by UPN alone)")
+        }
         guard let policyPath = arguments.value("--policy") else {
             throw UsageError("missing --policy POLICY.json")
         }
         let policy = try PolicyCommands.readPolicy(policyPath)
         let context = try invocation.openContext()
-        let identity = try attempt(account) {
-            try context.enrollment.enroll(accountId: account, upn: arguments.value("--upn"), policy: policy)
-        }
+        let named = account ?? upn ?? ""
+        try CommandAudit.requireAllowed(context, action: "enroll", names: [upn, account])
+        let identity = try attempt(named) { try context.enrollment.enroll(accountId: account, upn: upn, policy: policy) }
         CommandAudit.record(context, action: "enroll", path: identity.accountId, owner: identity.accountId)
-        Output.line("Enrolled \(identity) as the managed account (policy from \(policyPath))")
+        Output.line("Enrolled \(displayName(identity)) as the managed account (policy from \(policyPath))")
         return ExitCode.ok
     }
 
@@ -65,13 +74,14 @@ enum AccountCommands {
         let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
         let progress = ProgressLine(prefix: "mamfs: unenroll: wiping: ")
         defer { progress.finish() }
+        let keep = arguments.flag("--keep-registered")
         let report = try attempt(account) {
-            try context.enrollment.unenroll(account, wipe: wipe, roots: roots,
+            try context.enrollment.unenroll(account, wipe: wipe, keepRegistered: keep, roots: roots,
                                             progress: wipe ? { progress.update(describe($0)) } : nil)
         }
         progress.finish()
         CommandAudit.record(context, action: "unenroll", path: accountId, owner: accountId)
-        Output.line("Unenrolled \(account)")
+        Output.line(keep ? "Unenrolled \(account) (still registered)" : "Unenrolled and deregistered \(account)")
         if let report {
             printNotes(report, verb: "unenroll")
             Output.line(summary(of: report, account: account))
@@ -81,27 +91,39 @@ enum AccountCommands {
 
     static func runAccounts(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let context = try invocation.openContext()
-        let records = try attempt(nil) { try context.enrollment.accounts() }
+        let enrolledOnly = arguments.flag("--enrolled")
+        let records = try attempt(nil) {
+            try enrolledOnly ? context.enrollment.enrolledAccounts() : context.enrollment.accounts()
+        }
         if arguments.flag("--json") {
             let objects: [[String: Any]] = records.map { record in
-                ["accountId": record.accountId,
+                ["accountId": record.knownAccountId.map { $0 as Any } ?? NSNull(),
                  "upn": record.upn.map { $0 as Any } ?? NSNull(),
-                 "managed": record.managed]
+                 "tenantId": record.tenantId.map { $0 as Any } ?? NSNull(),
+                 "managed": record.managed,
+                 "registered": record.registered,
+                 "wiped": record.wipedAt.map { formatTime($0) as Any } ?? NSNull()]
             }
             Output.out(try JSON.text(objects))
             return ExitCode.ok
         }
         if records.isEmpty {
-            Output.line("No accounts.")
+            Output.line(enrolledOnly ? "No enrolled accounts." : "No accounts.")
             return ExitCode.ok
         }
-        var rows = [["ACCOUNT ID", "UPN", "MANAGED", "WIPED"]]
+        var rows = [["ACCOUNT ID", "UPN", "MANAGED", "REGISTERED", "WIPED"]]
         for record in records {
-            rows.append([record.accountId, record.upn ?? "-", record.managed ? "yes" : "no",
-                         record.wipedAt.map(formatTime) ?? "-"])
+            rows.append([record.knownAccountId ?? "-", record.upn ?? "-", record.managed ? "yes" : "no",
+                         record.registered ? "yes" : "no", record.wipedAt.map(formatTime) ?? "-"])
         }
         Output.out(Output.table(rows))
         return ExitCode.ok
+    }
+
+    /// How an enrolled identity is named to the user: "UPN (accountId)", the accountId, or the
+    /// UPN alone for an account keyed by its UPN.
+    static func displayName(_ identity: AccountIdentity) -> String {
+        identity.upn == identity.accountId ? identity.accountId : identity.description
     }
 
     static func runWipe(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {

@@ -21,6 +21,18 @@ enum CommandAudit {
         log.flush()
     }
 
+    /// Refuses (exit 77) an account the state's allowed-accounts list does not let in, after
+    /// recording a "denied" event with rule "allowedAccounts" for `action`.
+    /// - Parameter names: how the command named the account (accountId or `OID.TID`, UPN).
+    static func requireAllowed(_ context: ProtectionContext, action: String, names: [String?]) throws {
+        let shown = names.compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        guard try !attempt(shown, { try context.enrollment.isAllowed(names) }) else { return }
+        record(context, action: action, path: AccountIdentity.canonical(shown), owner: AccountIdentity.canonical(shown),
+               verdict: .denied, rule: "allowedAccounts")
+        throw CommandFailure(subject: shown, message: "denied: not in the allowed accounts (see 'mamfs accounts allowed')",
+                             exitCode: .noPerm)
+    }
+
     /// The caller-aware decision on making the objects `owners` (path -> current owner) belong
     /// to `newOwner`: every object a managed account owns is a declassification its policy
     /// must allow (`allowUserDecrypt`). Denied and audited objects are recorded under `action`.

@@ -12,10 +12,15 @@ enum CommandLineTool {
         AccountCommands.enroll,
         AccountCommands.unenroll,
         AccountCommands.accounts,
+        AllowedAccountCommands.allow,
+        AllowedAccountCommands.allowed,
         PolicyCommands.show,
         PolicyCommands.set,
+        ConfigCommands.get,
         ProtectCommands.protect,
         ProtectCommands.info,
+        ProtectionCheckCommands.verifyProtect,
+        ProtectionCheckCommands.canReceive,
         ProtectCommands.encrypt,
         ProtectCommands.decrypt,
         DataCommands.protectData,
@@ -25,12 +30,16 @@ enum CommandLineTool {
         MountVerbs.unmount,
         AuditCommands.show,
         AuditCommands.verify,
+        DiagnoseCommands.diagnose,
+        DiagnoseCommands.scrub,
     ] + ProviderVerbs.all
 
     /// Verbs with sub-verbs (`mamfs policy show`): the group name, its sub-verbs and the text
     /// `mamfs GROUP --help` prints.
     static var groups: [(name: String, subVerbs: [String], help: String)] {
         [("policy", ["show", "set"], PolicyCommands.groupHelp),
+         ("accounts", ["allow", "allowed"], AllowedAccountCommands.groupHelp),
+         ("config", ["get"], ConfigCommands.groupHelp),
          ("provider", ["sync", "status", "evict", "import", "reattach"], ProviderVerbs.groupHelp),
          ("audit", ["verify"], AuditCommands.show.helpText)]
     }
@@ -104,7 +113,7 @@ enum CommandLineTool {
             && !(rest.first.map { sub in groups.contains { $0.name == first && $0.subVerbs.contains(sub) } } ?? false)
         if !runsGroupVerb, let group = groups.first(where: { $0.name == first }) {
             let expected = group.subVerbs.map { "'\($0)'" }
-            let listed = expected.count == 2 ? expected.joined(separator: " or ")
+            let listed = expected.count <= 2 ? expected.joined(separator: " or ")
                 : expected.dropLast().joined(separator: ", ") + " or " + (expected.last ?? "")
             guard let sub = rest.first else {
                 Output.error("mamfs: \(first): missing \(listed)")

@@ -12,7 +12,8 @@ enum MountVerbs {
                 "            [--remote-credentials FILE] [--remote-ca FILE] [--sync-interval SECONDS] [--location NAME] [--account ACCOUNT] [-f] [--force] [-o OPTIONS] [--state DIR]"],
         summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. \(noAccountSentence) With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR (or the WebDAV collection at the http:// or https:// URL) and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. A MOUNTPOINT that already has a FUSE mount is refused (\(ExitCode.usage)); so is a dead one (its daemon exited; 'Transport endpoint is not connected') unless --force. Returns once the mount answers unless -f.",
         options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged);",
-                  "                        with --provider, the domain's account",
+                  "                        with --provider, the domain's account; an account the allowed-accounts",
+                  "                        list does not name is refused (\(ExitCode.noPerm), written to the audit log)",
                   "--remote DIR|URL        the remote directory of a file-provider mount, or the https:// URL",
                   "                        of a WebDAV collection (http:// only to a loopback host; needs --provider)",
                   "--remote-credentials FILE  WebDAV login: a netrc file (machine HOST login USER password PASS),",
@@ -58,6 +59,9 @@ enum MountVerbs {
         let mountpoint = arguments.positionals[1]
         let provider = try providerOptions(arguments)
         let context = try invocation.openContext()
+        if let account = arguments.value("--account") {
+            try CommandAudit.requireAllowed(context, action: "mount", names: [account])
+        }
         var options = MountOptions(backingDirectory: backing, mountpoint: mountpoint,
                                    account: arguments.value("--account") ?? "",
                                    foreground: arguments.flag("-f"),

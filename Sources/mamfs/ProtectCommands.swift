@@ -6,7 +6,7 @@ enum ProtectCommands {
     static let protect = Verb(
         "protect",
         usage: ["mamfs protect PATH... --account ACCOUNT [-R] [--state DIR]"],
-        summary: "Set the owner of each PATH to ACCOUNT (accountId or UPN). Files of a managed account whose policy requires encryption are encrypted; --account '' makes files unmanaged (decrypting them). A protected directory passes its owner to new files created in it.",
+        summary: "Set the owner of each PATH to ACCOUNT (accountId, UPN or OID.TID). When the allowed-accounts list is set, any other account is refused (\(ExitCode.noPerm), written to the audit log). Files of a managed account whose policy requires encryption are encrypted; --account '' makes files unmanaged (decrypting them). A protected directory passes its owner to new files created in it.",
         options: ["--account ACCOUNT       the new owner; '' for unmanaged",
                   "-R                      also protect everything below each directory"],
         spec: ArgumentSpec(flags: ["-R"], options: ["--account"], atLeast: 1),
@@ -47,6 +47,7 @@ enum ProtectCommands {
         let recursive = arguments.flag("-R")
         let context = try invocation.openContext()
         let accountId = try resolve(account, in: context)
+        try CommandAudit.requireAllowed(context, action: "protect", names: [account])
         var exitCode = ExitCode.ok
         let checked = CommandAudit.declassifyIsChecked(context)
         for path in arguments.positionals {

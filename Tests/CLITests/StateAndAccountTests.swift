@@ -70,7 +70,7 @@ struct StateAndAccountTests {
         #expect(missing.err.contains(sandbox.path("nope")))
     }
 
-    @Test("enroll registers a managed account; accounts --json has accountId, upn and managed")
+    @Test("enroll registers a managed account; accounts --json has accountId, upn, tenantId, managed, registered and wiped")
     func enrollAndList() throws {
         let sandbox = try Sandbox()
         #expect(try sandbox.run(["init"]).status == 0)
@@ -81,7 +81,10 @@ struct StateAndAccountTests {
         #expect(list.status == 0)
         let accounts = try jsonArray(list)
         #expect(accounts.count == 1)
-        #expect(Set(accounts[0].keys) == ["accountId", "upn", "managed"])
+        #expect(Set(accounts[0].keys) == ["accountId", "upn", "tenantId", "managed", "registered", "wiped"])
+        #expect(accounts[0]["tenantId"] is NSNull)
+        #expect(accounts[0]["wiped"] is NSNull)
+        #expect(accounts[0]["registered"] as? Bool == true)
         #expect(accounts[0]["accountId"] as? String == Fixtures.account)
         #expect(accounts[0]["upn"] as? String == Fixtures.upn)
         #expect(accounts[0]["managed"] as? Bool == true)

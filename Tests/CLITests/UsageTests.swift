@@ -4,9 +4,10 @@ import MAMTestSupport
 
 @Suite("CLI: help, version and usage errors")
 struct UsageTests {
-    static let verbs = ["init", "enroll", "unenroll", "accounts", "policy show", "policy set", "protect", "info",
+    static let verbs = ["init", "enroll", "unenroll", "accounts", "accounts allow", "accounts allowed", "policy show",
+                        "policy set", "protect", "info", "verify-protect", "can-receive",
                         "encrypt", "decrypt", "protect-data", "unprotect-data", "wipe", "mount", "unmount",
-                        "audit", "audit verify"]
+                        "audit", "audit verify", "config get", "diagnose", "scrub"]
 
     @Test("the binary is found")
     func binaryFound() {

@@ -24,6 +24,9 @@ struct MountInfoTests {
         #expect(info.entries.map(\.isFuse) == [false, false, true, false, true, true])
         #expect(info.entries.map(\.device) == ["8:1", "0:23", "0:40", "8:1", "0:41", "0:42"])
         #expect(info.entries[2].minorDevice == 40)
+        #expect(info.entries[2].options == "rw,nosuid,nodev,relatime")
+        #expect(info.entries[2].superOptions == "rw,user_id=0,group_id=0")
+        #expect(info.entries[0].superOptions == "rw")
         #expect(MountInfo.Entry(root: "/", mountPoint: "/", filesystemType: "", source: "", device: "x").minorDevice == nil)
     }
 
@@ -41,7 +44,7 @@ struct MountInfoTests {
     @Test("short lines are skipped; a line without the separator keeps its mount point")
     func malformedLines() {
         let info = MountInfo(parsing: "1 2 3 4\n\n7 1 0:1 / /x rw\n")
-        #expect(info.entries == [MountInfo.Entry(root: "/", mountPoint: "/x", filesystemType: "", source: "", device: "0:1")])
+        #expect(info.entries == [MountInfo.Entry(root: "/", mountPoint: "/x", filesystemType: "", source: "", device: "0:1", options: "rw")])
     }
 
     @Test("the table of this process lists the root mount")

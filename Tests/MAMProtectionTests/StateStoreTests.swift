@@ -41,7 +41,7 @@ private final class FailureLog: @unchecked Sendable {
         try withStateStoreTestDir { tmp in
             let dir = StateDirectory(url: tmp.appendingPathComponent("state"))
             let store = try StateStore.open(directory: dir, create: true)
-            #expect(try store.database.queryFirst("PRAGMA user_version")?.int64(0) == 2)
+            #expect(try store.database.queryFirst("PRAGMA user_version")?.int64(0) == StateStore.schemaVersion)
             let tables = try store.database.query("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
                 .compactMap { $0.string(0) }
             #expect(tables == ["account_keys", "accounts", "audit_tail", "known_roots", "meta"])
@@ -54,7 +54,30 @@ private final class FailureLog: @unchecked Sendable {
 
             let reopened = try StateStore.open(directory: dir, create: false)
             #expect(try reopened.account(named: aliceId)?.upn == "alice@contoso.com")
-            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == 2)
+            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == StateStore.schemaVersion)
+        }
+    }
+
+    @Test("a version 2 state is migrated: its accounts gain tenant, object ID and registered (true)")
+    func versionTwoStateGainsAccountColumns() throws {
+        try withStateStoreTestDir { tmp in
+            let dir = StateDirectory(url: tmp.appendingPathComponent("state"))
+            let store = try StateStore.open(directory: dir, create: true)
+            try store.upsertAccount(AccountRecord(accountId: aliceId, upn: "alice@contoso.com", managed: true))
+            try store.database.execute("""
+                ALTER TABLE accounts DROP COLUMN tenant_id; ALTER TABLE accounts DROP COLUMN object_id;
+                ALTER TABLE accounts DROP COLUMN registered; PRAGMA user_version = 2
+                """)
+            store.close()
+
+            let reopened = try StateStore.open(directory: dir, create: false)
+            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == StateStore.schemaVersion)
+            let record = try reopened.account(named: aliceId)
+            #expect(record?.upn == "alice@contoso.com")
+            #expect(record?.registered == true)
+            #expect(record?.tenantId == nil)
+            try reopened.setRegistered(aliceId, registered: false)
+            #expect(try reopened.account(named: "Alice@Contoso.com")?.registered == false)
         }
     }
 
@@ -68,7 +91,7 @@ private final class FailureLog: @unchecked Sendable {
             store.close()
 
             let reopened = try StateStore.open(directory: dir, create: false)
-            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == 2)
+            #expect(try reopened.database.queryFirst("PRAGMA user_version")?.int64(0) == StateStore.schemaVersion)
             #expect(try reopened.account(named: aliceId)?.upn == "alice@contoso.com")
             #expect(try reopened.auditTail() == nil)
             try reopened.setAuditTail(AuditTail(seq: 3, hash: String(repeating: "a", count: 64)))

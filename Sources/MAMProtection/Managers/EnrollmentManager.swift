@@ -37,37 +37,100 @@ public struct EnrollmentManager: Sendable {
     nonisolated(unsafe) static var beforeRemovingFile: ((String) -> Void)?
 
     /// Registers and enrolls an account: it becomes managed, gets `policy` and a fresh account key.
-    /// - Throws: `.invalidArguments` for a malformed accountId/UPN or when another account is
-    ///   already managed (one at a time) or the UPN belongs to another account.
+    ///
+    /// `accountId` is a GUID or a homeAccountId `OID.TID` (the TID is recorded as the tenant);
+    /// without it the account is enrolled by `upn` alone and keyed by that UPN (its files carry
+    /// the UPN as owner) until a later enroll names both, which records the accountId on the
+    /// same account. An existing account found by either name is updated in place.
+    /// - Returns: the identity as stored (`accountId` is the UPN for a UPN-keyed account).
+    /// - Throws: `.invalidArguments` for a malformed accountId/UPN, neither given, another
+    ///   account already managed (one at a time), the UPN or accountId belonging to another
+    ///   account, or a tenant other than the one recorded; `.policyDenied` when the state's
+    ///   allowed-accounts list is set and names neither the accountId nor the UPN.
     @discardableResult
-    public func enroll(accountId: String, upn: String?, policy: Policy) throws -> AccountIdentity {
-        let identity = try AccountIdentity(accountId: accountId, upn: upn)
+    public func enroll(accountId: String?, upn: String?, policy: Policy) throws -> AccountIdentity {
+        let name = try accountId.map(AccountIdentity.parseName)
+        if let accountId, let name, !name.isAccountId {
+            throw MAMError.invalidArguments("'\(InputQuote.short(accountId))' is not an accountId (expected a GUID such as 8c7f3e1a-0000-4000-8000-000000000001, or OID.TID)")
+        }
+        if let upn, !AccountIdentity.isUPN(upn) {
+            throw MAMError.invalidArguments("'\(InputQuote.short(upn))' is not a UPN (expected name@domain)")
+        }
+        let guid = name?.key
+        let upnName = upn.map(AccountIdentity.canonical)
+        guard guid != nil || upnName != nil else {
+            throw MAMError.invalidArguments("an accountId or a UPN (--upn) is needed")
+        }
+        let byId = try guid.flatMap { try context.state.account(named: $0) }
+        let byUPN = try upnName.flatMap { try context.state.account(named: $0) }
+        if let byUPN, let guid, byUPN.accountId != byId?.accountId,
+           byId != nil || byUPN.knownAccountId.map({ $0 != guid }) ?? false {
+            throw MAMError.invalidArguments("UPN \(byUPN.upn ?? "") already belongs to account \(byUPN.knownAccountId ?? byUPN.accountId)")
+        }
+        let existing = byId ?? byUPN
+        if let existing, existing.isKeyedByUPN, let upnName, upnName != existing.accountId {
+            throw MAMError.invalidArguments("account \(existing.accountId) was enrolled by its UPN, which cannot change to \(upnName)")
+        }
+        if let tenant = name?.tenantId, let known = existing?.tenantId, tenant != known {
+            throw MAMError.invalidArguments("account \(guid ?? "") is registered in tenant \(known), not \(tenant)")
+        }
+        try requireAllowed([upnName, guid] + (existing.map { Array($0.names) } ?? []))
+        let key = existing?.accountId ?? guid ?? upnName ?? ""
         let managed = try context.state.managedAccounts()
-        if let other = managed.first(where: { $0.accountId != identity.accountId }) {
+        if let other = managed.first(where: { $0.accountId != key }) {
             throw MAMError.invalidArguments("account \(other.upn ?? other.accountId) is already enrolled; one managed account at a time (unenroll it first)")
         }
-        if let upn = identity.upn, let holder = try context.state.account(named: upn), holder.accountId != identity.accountId {
-            throw MAMError.invalidArguments("UPN \(upn) already belongs to account \(holder.accountId)")
-        }
-        let existing = try context.state.account(named: identity.accountId)
         let json = String(decoding: policy.jsonData(), as: UTF8.self)
-        _ = try context.state.upsertAccount(AccountRecord(accountId: identity.accountId, upn: identity.upn ?? existing?.upn,
-                                                          managed: true, policyJSON: json, wipedAt: nil))
-        let hasKey = try context.state.latestAccountKeyId(identity.accountId) != nil
+        let stored = try context.state.upsertAccount(AccountRecord(
+            accountId: key, upn: upnName ?? existing?.upn, managed: true, policyJSON: json, wipedAt: nil,
+            tenantId: name?.tenantId ?? existing?.tenantId,
+            objectId: AccountIdentity.isAccountId(key) ? nil : (guid ?? existing?.objectId)))
+        let hasKey = try context.state.latestAccountKeyId(key) != nil
         if existing == nil || existing?.wipedAt != nil || !hasKey {
-            try context.keys.createKey(accountId: identity.accountId)
+            try context.keys.createKey(accountId: key)
         }
         context.stateDidChange()
-        return identity
+        return stored.identity
     }
 
-    /// Unenrolls (and deregisters as managed) an account. Without `wipe` its keys are kept, so
+    /// Whether the state's allowed-accounts list lets the account named by `names` in (its
+    /// accountId or `OID.TID`, its UPN; nil entries are skipped).
+    ///
+    /// Each name is resolved as everywhere: a registered account is allowed when the list
+    /// names any of its accountId, UPN or learned accountId; an unregistered one when the list
+    /// names one of the names given. The empty (unmanaged) identity and an empty list allow everything.
+    /// - Throws: `.invalidArguments` for a malformed homeAccountId; `.unknownAccount` for a tenant mismatch.
+    public func isAllowed(_ names: [String?]) throws -> Bool {
+        let allowed = try context.state.allowedAccounts()
+        guard !allowed.isEmpty else { return true }
+        var known = Set<String>()
+        for name in names.compactMap({ $0 }) {
+            let parsed = try AccountIdentity.parseName(name)
+            if parsed.key.isEmpty { continue }
+            known.insert(parsed.key)
+            known.formUnion(try context.state.account(named: name)?.names ?? [])
+        }
+        if known.isEmpty { return true }
+        return allowed.contains(where: known.contains)
+    }
+
+    /// Refuses an account the allowed-accounts list does not let in (see `isAllowed`).
+    /// - Throws: `.policyDenied` naming the account; what `isAllowed` throws.
+    public func requireAllowed(_ names: [String?]) throws {
+        guard try !isAllowed(names) else { return }
+        let shown = names.compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        throw MAMError.policyDenied("account \(InputQuote.short(shown)) is not in the allowed accounts (see 'mamfs accounts allowed')")
+    }
+
+    /// Unenrolls an account: it is no longer managed and, unless `keepRegistered`, no longer
+    /// registered (mirrors deRegisterAndUnenrollAccount). Without `wipe` its keys are kept, so
     /// existing encrypted files stay readable, but no policy applies any more; with `wipe` a
-    /// selective wipe runs first.
+    /// selective wipe runs first. The account's row stays, so a later wipe still finds it.
     /// - Returns: the wipe report when `wipe` was asked.
     /// - Throws: `.unknownAccount`; what `wipe` throws.
     @discardableResult
-    public func unenroll(_ name: String, wipe: Bool, roots: [String], progress: ((WipeProgress) -> Void)? = nil) throws -> WipeReport? {
+    public func unenroll(_ name: String, wipe: Bool, keepRegistered: Bool = false, roots: [String],
+                         progress: ((WipeProgress) -> Void)? = nil) throws -> WipeReport? {
         let identity = try context.resolveAccount(name)
         var report: WipeReport?
         if wipe {
@@ -75,6 +138,7 @@ public struct EnrollmentManager: Sendable {
         }
         try context.state.setManaged(identity.accountId, managed: false)
         try context.state.setPolicy(identity.accountId, json: nil)
+        if !keepRegistered { try context.state.setRegistered(identity.accountId, registered: false) }
         context.stateDidChange()
         return report
     }
@@ -123,8 +187,11 @@ public struct EnrollmentManager: Sendable {
         return walker.report
     }
 
-    /// All registered accounts.
+    /// Every account the state knows (registered or not; see `AccountRecord.registered`).
     public func accounts() throws -> [AccountRecord] { try context.state.allAccounts() }
+
+    /// The enrolled (managed) accounts. Mirrors `enrolledAccountId`.
+    public func enrolledAccounts() throws -> [AccountRecord] { try context.state.managedAccounts() }
 
     /// The policy of a managed account.
     /// - Throws: `.unknownAccount`; `.applicationNotManaged` when the account is not enrolled.

@@ -107,7 +107,7 @@ public final class ProtectionContext: @unchecked Sendable {
         try? reload()
     }
 
-    /// The registered account named by an accountId or UPN (case-insensitive).
+    /// The account named by an accountId, UPN or homeAccountId `OID.TID` (case-insensitive).
     /// - Throws: `.unknownAccount` when no such account is registered.
     public func resolveAccount(_ name: String) throws -> AccountIdentity {
         guard let record = try state.account(named: name) else {
@@ -116,14 +116,15 @@ public final class ProtectionContext: @unchecked Sendable {
         return AccountIdentity(uncheckedAccountId: record.accountId, upn: record.upn)
     }
 
-    /// Resolves the owner to tag files with: "" stays unmanaged, a registered accountId or UPN
-    /// becomes its accountId, an unregistered GUID is accepted as an unmanaged identity.
+    /// Resolves the owner to tag files with: "" stays unmanaged, a registered accountId, UPN or
+    /// homeAccountId `OID.TID` becomes its accountId (the UPN for an account enrolled by UPN
+    /// alone), an unregistered GUID (or OID) is accepted as an unmanaged identity.
     /// - Throws: `.unknownAccount` for an unregistered UPN; `.keyUnavailable` for a wiped
     ///   account; `.invalidArguments` for a name that is neither.
     public func resolveOwner(_ name: String) throws -> String {
-        let canonical = AccountIdentity.canonical(name)
+        let canonical = try AccountIdentity.parseName(name).key
         if canonical.isEmpty { return "" }
-        if let record = try state.account(named: canonical) {
+        if let record = try state.account(named: name) {
             guard record.wipedAt == nil else {
                 throw MAMError.keyUnavailable("account \(record.upn ?? record.accountId) was wiped; nothing can be protected for it until it is enrolled again")
             }

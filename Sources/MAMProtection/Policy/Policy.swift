@@ -32,6 +32,9 @@ public struct Policy: Equatable, Sendable {
     public var locations: StorageLocations
     /// Whether a request the caller-aware rules would deny is blocked, only recorded, or neither.
     public var protectionLevel: ProtectionLevel
+    /// App configuration delivered with the policy: setting name -> value, both strings
+    /// (mirrors the app configuration of `IntuneMAMAppConfig`); empty when the key is absent.
+    public var appConfig: [String: String]
 
     /// Creates a policy; every parameter defaults to the value a missing JSON key takes.
     public init(
@@ -44,7 +47,8 @@ public struct Policy: Equatable, Sendable {
         sendData: SendDataPolicy = .allApps,
         allowUserDecrypt: Bool = true,
         locations: StorageLocations = StorageLocations(),
-        protectionLevel: ProtectionLevel = .off
+        protectionLevel: ProtectionLevel = .off,
+        appConfig: [String: String] = [:]
     ) {
         self.fileEncryptionRequired = fileEncryptionRequired
         self.fileProviderEncryptFiles = fileProviderEncryptFiles
@@ -56,6 +60,7 @@ public struct Policy: Equatable, Sendable {
         self.allowUserDecrypt = allowUserDecrypt
         self.locations = locations
         self.protectionLevel = protectionLevel
+        self.appConfig = appConfig
     }
 
     /// The demo's encrypting policy (same content as Tools/demo/policy-encrypt.json): files
@@ -81,9 +86,10 @@ public struct Policy: Equatable, Sendable {
         static let allowUserDecrypt = "allowUserDecrypt"
         static let locations = "locations"
         static let protectionLevel = "protectionLevel"
+        static let appConfig = "appConfig"
         static let all: Set<String> = [
             fileEncryptionRequired, fileProviderEncryptFiles, receiveData, saveToLocations, openFromLocations,
-            managedApps, sendData, allowUserDecrypt, locations, protectionLevel,
+            managedApps, sendData, allowUserDecrypt, locations, protectionLevel, appConfig,
         ]
     }
 
@@ -144,6 +150,9 @@ public struct Policy: Equatable, Sendable {
         if let value = object[Key.locations] {
             policy.locations = try storageLocations(value, source: source)
         }
+        if let value = object[Key.appConfig] {
+            policy.appConfig = try appConfig(value, source: source)
+        }
         if let value = object[Key.saveToLocations] {
             policy.saveToLocations = try locations(value, key: Key.saveToLocations, source: source,
                                                    parse: SaveLocation.init(parsing:))
@@ -157,7 +166,7 @@ public struct Policy: Equatable, Sendable {
 
     /// The policy as JSON: pretty-printed, keys sorted, location arrays sorted by name; every
     /// key of the encryption and location rules present, the enforcement keys (`managedApps`,
-    /// `sendData`, `allowUserDecrypt`, `locations`, `protectionLevel`) only when they are not
+    /// `sendData`, `allowUserDecrypt`, `locations`, `protectionLevel`) and `appConfig` only when they are not
     /// their defaults. `Policy.parse(p.jsonData(), source:)` gives back `p`.
     public func jsonData() -> Data {
         func list<L: RawRepresentable>(_ set: Set<L>) -> String where L.RawValue == String {
@@ -171,6 +180,7 @@ public struct Policy: Equatable, Sendable {
         // The enforcement keys are written only when they differ from their defaults, so a
         // policy without them reads as it always did.
         if !allowUserDecrypt { members.append("\"\(Key.allowUserDecrypt)\": false") }
+        if !appConfig.isEmpty { members.append("\"\(Key.appConfig)\": \(appConfigJSON())") }
         members += [
             "\"\(Key.fileEncryptionRequired)\": \(fileEncryptionRequired)",
             "\"\(Key.fileProviderEncryptFiles)\": \(fileProviderEncryptFiles)",
@@ -280,7 +290,7 @@ public struct Policy: Equatable, Sendable {
         }
     }
 
-    private static func invalid(_ source: String, _ message: String) -> MAMError {
+    static func invalid(_ source: String, _ message: String) -> MAMError {
         .invalidArguments("policy \(InputQuote.short(source, limit: 4096)): \(message)")
     }
 

@@ -8,14 +8,15 @@ import Foundation
 /// `dataVersion()` tells a long-lived instance that another one has committed.
 /// Key blobs are opaque bytes here: wrapping and unwrapping happen in the key store.
 ///
-/// Schema version (PRAGMA user_version) 2 (version 2 added the audit log's tail). accountIds and UPNs are stored canonical
+/// Schema version (PRAGMA user_version) 3 (version 2 added the audit log's tail, version 3 the
+/// accounts' tenant, UPN-keyed object ID and registered flag). accountIds and UPNs are stored canonical
 /// (lowercased, see `AccountIdentity.canonical`), so every lookup is case-insensitive.
 ///
 /// Errors: SQLite failures are `MAMError.internalError`, a full disk is
 /// `MAMError.system(_, errno: ENOSPC)`; per-method errors are listed on each method.
 public final class StateStore: Sendable {
     /// The schema version this code writes and reads.
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
 
     /// The state directory the database lives in.
     public let directory: StateDirectory
@@ -93,40 +94,61 @@ public final class StateStore: Sendable {
     ///   `name@domain`, or the UPN already belongs to another account.
     @discardableResult
     public func upsertAccount(_ record: AccountRecord) throws -> AccountRecord {
-        guard AccountIdentity.isAccountId(record.accountId) else {
+        let keyedByUPN = AccountIdentity.isUPN(record.accountId) && record.upn.map(AccountIdentity.canonical) == AccountIdentity.canonical(record.accountId)
+        guard AccountIdentity.isAccountId(record.accountId) || keyedByUPN else {
             throw MAMError.invalidArguments("'\(InputQuote.short(record.accountId))' is not an accountId (expected a GUID)")
         }
         if let upn = record.upn, !AccountIdentity.isUPN(upn) {
             throw MAMError.invalidArguments("'\(InputQuote.short(upn))' is not a UPN (expected name@domain)")
         }
+        for guid in [record.tenantId, record.objectId].compactMap({ $0 }) where !AccountIdentity.isAccountId(guid) {
+            throw MAMError.invalidArguments("'\(InputQuote.short(guid))' is not a GUID")
+        }
         var stored = record
         stored.accountId = AccountIdentity.canonical(record.accountId)
         stored.upn = record.upn.map(AccountIdentity.canonical)
+        stored.tenantId = record.tenantId.map(AccountIdentity.canonical)
+        stored.objectId = keyedByUPN ? record.objectId.map(AccountIdentity.canonical) : nil
         try database.transaction {
             if let upn = stored.upn,
                let other = try database.queryFirst("SELECT account_id FROM accounts WHERE upn = ? AND account_id <> ?",
                                                    [.text(upn), .text(stored.accountId)])?.string(0) {
                 throw MAMError.invalidArguments("UPN \(upn) is already registered to account \(other)")
             }
+            if let objectId = stored.objectId,
+               let other = try database.queryFirst("SELECT account_id FROM accounts WHERE (account_id = ?1 OR object_id = ?1) AND account_id <> ?2",
+                                                   [.text(objectId), .text(stored.accountId)])?.string(0) {
+                throw MAMError.invalidArguments("accountId \(objectId) is already registered as account \(other)")
+            }
             try database.run("""
-                INSERT INTO accounts(account_id, upn, managed, policy_json, created_at, wiped_at)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO accounts(account_id, upn, managed, policy_json, created_at, wiped_at, tenant_id, object_id, registered)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(account_id) DO UPDATE SET
                     upn = excluded.upn, managed = excluded.managed,
-                    policy_json = excluded.policy_json, wiped_at = excluded.wiped_at
+                    policy_json = excluded.policy_json, wiped_at = excluded.wiped_at,
+                    tenant_id = excluded.tenant_id, object_id = excluded.object_id, registered = excluded.registered
                 """,
                 [.text(stored.accountId), SQLiteValue(stored.upn), SQLiteValue(stored.managed),
-                 SQLiteValue(stored.policyJSON), .integer(Self.now()), SQLiteValue(stored.wipedAt)])
+                 SQLiteValue(stored.policyJSON), .integer(Self.now()), SQLiteValue(stored.wipedAt),
+                 SQLiteValue(stored.tenantId), SQLiteValue(stored.objectId), SQLiteValue(stored.registered)])
         }
         return stored
     }
 
-    /// The account whose accountId OR UPN is `name`, compared case-insensitively; nil if none.
+    /// The account named by `name` (see `AccountIdentity.parseName`): its accountId, UPN, the
+    /// accountId learned for a UPN-keyed account, or a homeAccountId `OID.TID`, compared
+    /// case-insensitively; nil if none.
+    /// - Throws: `MAMError.invalidArguments` for a malformed homeAccountId;
+    ///   `MAMError.unknownAccount` when a homeAccountId's tenant differs from the tenant recorded for its OID.
     public func account(named name: String) throws -> AccountRecord? {
-        let key = AccountIdentity.canonical(name)
-        guard !key.isEmpty else { return nil }
-        return try database.queryFirst("\(Self.accountColumns) WHERE account_id = ?1 OR upn = ?1", [.text(key)])
-            .map(Self.accountRecord)
+        let parsed = try AccountIdentity.parseName(name)
+        guard !parsed.key.isEmpty else { return nil }
+        guard let record = try database.queryFirst("\(Self.accountColumns) WHERE account_id = ?1 OR upn = ?1 OR object_id = ?1",
+                                                   [.text(parsed.key)]).map(Self.accountRecord) else { return nil }
+        if let tenant = parsed.tenantId, let known = record.tenantId, tenant != known {
+            throw MAMError.unknownAccount("'\(InputQuote.short(name))' names tenant \(tenant), but account \(parsed.key) is registered in tenant \(known)")
+        }
+        return record
     }
 
     /// Every registered account, sorted by accountId.
@@ -137,6 +159,12 @@ public final class StateStore: Sendable {
     /// The accounts that are managed (enrolled), sorted by accountId.
     public func managedAccounts() throws -> [AccountRecord] {
         try database.query("\(Self.accountColumns) WHERE managed = 1 ORDER BY account_id").map(Self.accountRecord)
+    }
+
+    /// Sets whether the account is registered.
+    /// - Throws: `MAMError.unknownAccount` when no account has this accountId.
+    public func setRegistered(_ accountId: String, registered: Bool) throws {
+        try updateAccount(accountId, "UPDATE accounts SET registered = ? WHERE account_id = ?", [SQLiteValue(registered)])
     }
 
     /// Sets whether the account is managed.
@@ -217,6 +245,16 @@ public final class StateStore: Sendable {
         return row?.int64(0).flatMap { UInt32(exactly: $0) }
     }
 
+    /// How many account keys each account has (canonical accountId -> count); the key bytes
+    /// are never read.
+    public func accountKeyCounts() throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try database.query("SELECT account_id, COUNT(*) FROM account_keys GROUP BY account_id") {
+            if let id = row.string(0), let count = row.int64(1) { counts[id] = Int(count) }
+        }
+        return counts
+    }
+
     /// One more than the highest key id ever issued to the account (1 for a new account),
     /// counting keys that were since deleted.
     /// - Throws: `MAMError.internalError` when all 2^32-1 ids are used.
@@ -274,7 +312,7 @@ public final class StateStore: Sendable {
 
     // MARK: - Private
 
-    private static let accountColumns = "SELECT account_id, upn, managed, policy_json, wiped_at FROM accounts"
+    private static let accountColumns = "SELECT account_id, upn, managed, policy_json, wiped_at, tenant_id, object_id, registered FROM accounts"
 
     private static let schemaV1 = """
         CREATE TABLE IF NOT EXISTS meta(
@@ -308,6 +346,15 @@ public final class StateStore: Sendable {
             hash TEXT NOT NULL);
         """
 
+    /// Version 3: the tenant of a homeAccountId, the accountId learned for an account enrolled
+    /// by UPN alone, and whether the account is registered.
+    /// Column name -> definition; a column already there is not added again.
+    private static let schemaV3: [(String, String)] = [
+        ("tenant_id", "TEXT"),
+        ("object_id", "TEXT"),
+        ("registered", "INTEGER NOT NULL DEFAULT 1"),
+    ]
+
     private func migrate() throws {
         if try userVersion() == Self.schemaVersion { return }
         try database.transaction {
@@ -324,6 +371,13 @@ public final class StateStore: Sendable {
                 try database.execute(Self.schemaV2)
                 try database.execute("PRAGMA user_version = 2")
             }
+            if version < 3 {
+                let present = Set(try database.query("PRAGMA table_info(accounts)").compactMap { $0.string(1) })
+                for (column, definition) in Self.schemaV3 where !present.contains(column) {
+                    try database.execute("ALTER TABLE accounts ADD COLUMN \(column) \(definition)")
+                }
+                try database.execute("PRAGMA user_version = 3")
+            }
         }
     }
 
@@ -339,7 +393,8 @@ public final class StateStore: Sendable {
             throw MAMError.internalError("malformed row in accounts")
         }
         return AccountRecord(accountId: accountId, upn: row.string(1), managed: managed != 0,
-                             policyJSON: row.string(3), wipedAt: row.int64(4))
+                             policyJSON: row.string(3), wipedAt: row.int64(4), tenantId: row.string(5),
+                             objectId: row.string(6), registered: (row.int64(7) ?? 1) != 0)
     }
 
     private func updateAccount(_ accountId: String, _ sql: String, _ values: [SQLiteValue]) throws {

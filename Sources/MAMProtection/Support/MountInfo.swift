@@ -22,13 +22,20 @@ public struct MountInfo: Sendable, Equatable {
         /// For a FUSE mount the minor number is the connection's number (the directory name in
         /// /sys/fs/fuse/connections, `fuse_connection` in the fdinfo of the daemon's /dev/fuse).
         public let device: String
+        /// The per-mount options ("rw,nosuid,nodev,relatime"); "" when the line has none.
+        public let options: String
+        /// The filesystem's own options after the source ("rw,user_id=0,group_id=0,allow_other").
+        public let superOptions: String
 
-        public init(root: String, mountPoint: String, filesystemType: String, source: String, device: String = "") {
+        public init(root: String, mountPoint: String, filesystemType: String, source: String, device: String = "",
+                    options: String = "", superOptions: String = "") {
             self.root = root
             self.mountPoint = mountPoint
             self.filesystemType = filesystemType
             self.source = source
             self.device = device
+            self.options = options
+            self.superOptions = superOptions
         }
 
         /// True for any FUSE filesystem (`fuse`, `fuseblk`, `fuse.SUBTYPE`).
@@ -58,12 +65,15 @@ public struct MountInfo: Sendable, Equatable {
             guard fields.count > 4 else { continue }
             var type = ""
             var source = ""
+            var superOptions = ""
             if let dash = fields.dropFirst(6).firstIndex(of: "-") {
                 if dash + 1 < fields.count { type = String(fields[dash + 1]) }
                 if dash + 2 < fields.count { source = Self.unescape(fields[dash + 2]) }
+                if dash + 3 < fields.count { superOptions = String(fields[dash + 3]) }
             }
             entries.append(Entry(root: Self.unescape(fields[3]), mountPoint: Self.unescape(fields[4]),
-                                 filesystemType: type, source: source, device: String(fields[2])))
+                                 filesystemType: type, source: source, device: String(fields[2]),
+                                 options: fields.count > 5 ? String(fields[5]) : "", superOptions: superOptions))
         }
         self.entries = entries
     }
