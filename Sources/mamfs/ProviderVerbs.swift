@@ -9,11 +9,19 @@ import MAMProtection
 enum ProviderVerbs {
     static let sync = Verb(
         "provider sync",
-        usage: ["mamfs provider sync BACKING [--remote DIR] [--account ACCOUNT] [--state DIR]"],
-        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. Shows progress when stderr is a terminal. Exit \(ExitCode.ok) clean, \(ExitCode.tempFail) remote unreachable (retry later), \(ExitCode.noPerm) an upload was refused by policy, \(ExitCode.ioErr) other item errors.",
+        usage: ["mamfs provider sync BACKING [--remote DIR] [--account ACCOUNT] [--json] [--state DIR]"],
+        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. When stderr is a terminal one line shows items and bytes done of those expected, the rate and the time left. Exit \(ExitCode.ok) clean, \(ExitCode.tempFail) remote unreachable (retry later), \(ExitCode.noPerm) an upload was refused by policy, \(ExitCode.ioErr) other item errors.",
         options: ["--remote DIR            the remote directory; needed the first time, must match afterwards",
-                  "--account ACCOUNT       the domain's account the first time (default: unmanaged)"],
-        spec: ArgumentSpec(options: ["--remote", "--account"], positionals: 1...1),
+                  "--account ACCOUNT       the domain's account the first time (default: unmanaged)",
+                  "--json                  print JSON lines on stdout instead: at most 4 a second and a",
+                  "                        last one {\"event\":\"progress\", items, itemsTotal, bytes,",
+                  "                        bytesTotal, bytesPerSecond, etaSeconds (null: unknown), path},",
+                  "                        then one {\"event\":\"done\", items, itemsTotal, bytes,",
+                  "                        bytesTotal, elapsedSeconds, exitCode, fetched, placeholders,",
+                  "                        deletedLocally, movedLocally, created, modified,",
+                  "                        deletedRemotely, movedRemotely, conflicts, refused, errors",
+                  "                        [{path, message, errno}], complete, anchor}"],
+        spec: ArgumentSpec(flags: ["--json"], options: ["--remote", "--account"], positionals: 1...1),
         run: runSync)
 
     static let status = Verb(
@@ -73,23 +81,28 @@ enum ProviderVerbs {
         if let remote = arguments.value("--remote"), remote.isEmpty { throw UsageError("--remote needs a directory") }
         let context = try invocation.openContext()
         let root = BackingPath.resolve(backing)
-        let progress = ProgressLine(prefix: "mamfs: provider sync: \(backing): ")
+        let json = arguments.flag("--json")
+        let progress = SyncProgressOutput(prefix: "mamfs: provider sync: ", json: json)
         let report: SyncReport
         do {
             report = try attempt(backing) {
                 try MAMFileProvider.ProviderCommands.sync(localPath: root, remote: arguments.value("--remote"), context: context,
                                                           account: arguments.value("--account")) { step in
-                    progress.update("\(step.done)/\(step.total) \(step.path)")
+                    progress.update(step)
                 }
             }
             progress.finish()
         } catch {
-            progress.finish()
+            progress.abandon()
             throw error
         }
         for issue in report.errors {
             invocation.report(CommandFailure(subject: issue.path.isEmpty ? backing : issue.path, message: issue.message,
                                              exitCode: report.exitCode))
+        }
+        if json {
+            try progress.done(report)
+            return report.exitCode
         }
         var counts: [String] = []
         let pairs: [(String, Int)] = [("fetched", report.fetched), ("placeholders", report.placeholders),
