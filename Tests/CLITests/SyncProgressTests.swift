@@ -96,16 +96,30 @@ private struct SyncLines {
     }
 }
 
+/// A sandbox with the demo account enrolled, a local root and a remote directory, the known
+/// tree written into one of them and the other empty.
+private struct TreeSandbox {
+    enum Side { case local, remote }
+    let sandbox: Sandbox
+    let local: String
+    let remote: String
+
+    init(treeOn side: Side) throws {
+        sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        local = sandbox.path("local")
+        remote = sandbox.path("remote")
+        try KnownTree.write(into: side == .local ? local : remote)
+        try FileManager.default.createDirectory(atPath: side == .local ? remote : local, withIntermediateDirectories: true)
+    }
+}
+
 @Suite("CLI: provider sync progress (terminal line, --json lines)")
 struct SyncProgressTests {
     @Test("--json, replicated first sync up: every line parses, items and bytes never go down, the last progress and done give the tree's 306 items and 3,072,000 bytes")
     func jsonReplicatedUp() throws {
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let local = sandbox.path("local")
-        let remote = sandbox.path("remote")
-        try KnownTree.write(into: local)
-        try FileManager.default.createDirectory(atPath: remote, withIntermediateDirectories: true)
+        let t = try TreeSandbox(treeOn: .local)
+        let (sandbox, local, remote) = (t.sandbox, t.local, t.remote)
         let result = try sandbox.run(["provider", "sync", local, "--remote", remote, "--json"])
         #expect(result.status == 0, "\(result.err)")
         #expect(result.stderr.isEmpty, "\(result.err)")
@@ -132,12 +146,8 @@ struct SyncProgressTests {
 
     @Test("--json, replicated first sync down for the managed account (encrypted copies): bytes are the plain bytes fetched; an encrypted replica synced up to a new remote counts plain bytes too")
     func jsonReplicatedDownEncrypted() throws {
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let local = sandbox.path("local")
-        let remote = sandbox.path("remote")
-        try KnownTree.write(into: remote)
-        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let t = try TreeSandbox(treeOn: .remote)
+        let (sandbox, local, remote) = (t.sandbox, t.local, t.remote)
         let result = try sandbox.run(["provider", "sync", local, "--remote", remote, "--account", Fixtures.upn, "--json"])
         #expect(result.status == 0, "\(result.err)")
         let lines = try SyncLines(result)
@@ -166,12 +176,8 @@ struct SyncProgressTests {
 
     @Test("without --json and with stderr a pipe: no progress line, one summary line on stdout")
     func pipeIsQuiet() throws {
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let local = sandbox.path("local")
-        let remote = sandbox.path("remote")
-        try KnownTree.write(into: remote)
-        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let t = try TreeSandbox(treeOn: .remote)
+        let (sandbox, local, remote) = (t.sandbox, t.local, t.remote)
         let result = try sandbox.run(["provider", "sync", local, "--remote", remote])
         #expect(result.status == 0, "\(result.err)")
         #expect(result.stderr.isEmpty, "\(result.err)")
@@ -181,12 +187,8 @@ struct SyncProgressTests {
     @Test("on a pseudo-terminal the line shows items and bytes, is redrawn in place and ends with the totals; stdout keeps the summary",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
     func terminalLine() throws {
-        let sandbox = try Sandbox()
-        try sandbox.initAndEnroll()
-        let local = sandbox.path("local")
-        let remote = sandbox.path("remote")
-        try KnownTree.write(into: remote)
-        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let t = try TreeSandbox(treeOn: .remote)
+        let (sandbox, local, remote) = (t.sandbox, t.local, t.remote)
         let command = [MamfsBinary.path, "provider", "sync", local, "--remote", remote, "--state", sandbox.state]
             .map { "'" + $0 + "'" }.joined(separator: " ")
         // script(1) runs the command on a new pseudo-terminal and copies what it writes to stdout.
