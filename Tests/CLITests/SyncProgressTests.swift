@@ -235,6 +235,24 @@ struct SyncProgressTests {
         }
     }
 
+    @Test("--json keeps the exit codes: a vanished remote exits 75 with a done line saying so (incomplete, the error listed)")
+    func jsonUnreachable() throws {
+        let t = try TreeSandbox(treeOn: .remote)
+        #expect(try t.sandbox.run(["provider", "sync", t.local, "--remote", t.remote]).status == 0)
+        #expect(rename(t.remote, t.remote + ".gone") == 0)
+        let result = try t.sandbox.run(["provider", "sync", t.local, "--json"])
+        #expect(result.status == 75, "\(result.err)")
+        #expect(!result.errLines.isEmpty, "the error is reported on stderr too")
+        let lines = try SyncLines(result)
+        lines.expectMonotonic()
+        #expect(lines.progress.count == 1, "the last progress line, even with nothing done")
+        #expect(SyncLines.int(lines.done, "exitCode") == 75)
+        #expect(lines.done["complete"] as? Bool == false)
+        let errors = lines.done["errors"] as? [[String: Any]]
+        #expect(errors?.count == 1 && errors?.first?["path"] as? String == "" && (errors?.first?["errno"] as? NSNumber)?.int32Value == EHOSTUNREACH,
+                "\(String(describing: errors))")
+    }
+
     @Test("--json: a root with no remote yet is still a usage error (64), with no done line")
     func jsonUsageError() throws {
         let sandbox = try Sandbox()
