@@ -13,6 +13,13 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
+        // HTTP(S) for the WebDAV remote store, and the XML of its PROPFIND replies.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", pkgConfig: "libxml-2.0",
+                       providers: [.apt(["libxml2-dev"])]),
+        // libxml2 behind an opaque C interface (its headers cannot be imported next to Foundation's).
+        .target(name: "CXMLTree", dependencies: ["CLibXML2"]),
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
         .systemLibrary(name: "CFuse", path: "fuse", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
@@ -20,7 +27,7 @@ let package = Package(
         .target(name: "CFuseTransport", dependencies: ["CFuse"]),
         .target(name: "MAMSystem", dependencies: ["CSystem"]),
         .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem", "MAMSystem"]),
-        .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem"]),
+        .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem", "CCurl", "CXMLTree"]),
         .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "MAMSystem", "CFuse", "CFuseTransport", "CSystem"]),
         .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection", "MAMSystem"]),
         // Helpers every test target shares (process runner, fixtures, unmounting): a library,

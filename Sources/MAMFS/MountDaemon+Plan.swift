@@ -1,4 +1,5 @@
 import Glibc
+import MAMFileProvider
 import MAMProtection
 
 /// Validation before a mount: what `mamfs mount` checks and resolves before it forks the daemon.
@@ -21,7 +22,7 @@ extension MountDaemon {
         // Resolved once: the locations of files are found from their path in the mount.
         options.mountpoint = mountpoint
         var fuse = try applyMountOptions(&options)
-        if options.provider != nil { options.remote = try checkedRemote(options.remote, root: root, mountpoint: mountpoint) }
+        if options.provider != nil { options.remote = try checkedRemote(options.remote, root: root, mountpoint: mountpoint, access: options.remoteAccess) }
         options.account = try mountAccount(options.account, context: context)
         // Selective wipe removes the account's files under every backing directory it knows.
         try context.state.addKnownRoot(root, kind: .backing, accountId: options.account.isEmpty ? nil : options.account)
@@ -126,9 +127,15 @@ extension MountDaemon {
     }
 
     /// The remote directory of a provider mount, resolved; it must not overlap the backing
-    /// directory or the mountpoint.
-    private static func checkedRemote(_ remote: String?, root: String, mountpoint: String) throws -> String {
+    /// directory or the mountpoint. A WebDAV URL is kept as given once its store can be made
+    /// (URL, credentials file and CA file checked here, before the daemon starts; no request
+    /// is sent).
+    private static func checkedRemote(_ remote: String?, root: String, mountpoint: String, access: RemoteAccess) throws -> String {
         guard let remote, !remote.isEmpty else { throw MAMError.invalidArguments("--provider needs --remote DIR") }
+        if WebDAVRemote.isURL(remote) {
+            _ = try access.store(for: remote)
+            return remote
+        }
         let remoteRoot = try resolvedPath(remote, "remote directory")
         guard isDirectory(remoteRoot) else { throw MAMError.invalidArguments("remote \(remote) is not a directory") }
         if isInside(remoteRoot, root) || isInside(root, remoteRoot) || isInside(remoteRoot, mountpoint) {

@@ -56,9 +56,11 @@ public struct MountOptions: Sendable, Equatable {
     /// Lines never hold key material.
     public var logFile: String?
 
-    /// `--remote DIR`: the remote directory of a file-provider mount (nil = a plain overlay).
-    /// Set together with `provider`.
+    /// `--remote DIR|URL`: the remote directory, or the http(s) URL of the WebDAV collection,
+    /// of a file-provider mount (nil = a plain overlay). Set together with `provider`.
     public var remote: String? = nil
+    /// `--remote-credentials FILE` and `--remote-ca FILE` of a WebDAV remote (absolute paths).
+    public var remoteAccess = RemoteAccess()
     /// `--provider non-replicated|replicated`: which file provider binds the backing
     /// directory as its local root (nil = a plain overlay).
     public var provider: ProviderKind? = nil

@@ -21,14 +21,16 @@ public enum ProviderCommands {
     ///   - account: the domain's account (accountId or UPN) the first time; nil = the stored one
     ///     (or "" = unmanaged for a new root).
     ///   - progress: called after each item (for a progress line on a tty).
+    ///   - access: credentials and CA file for a WebDAV remote (`RemoteAccess`).
     /// - Returns: the report (see `SyncReport.exitCode` for the CLI's exit status).
     /// - Throws: `.invalidArguments` (no remote known, root bound to another remote or
     ///   account), `.unknownAccount`, `.cannotCreateOutput`.
     public static func sync(localPath: String, remote: String?, context: ProtectionContext, account: String? = nil,
+                            access: RemoteAccess = RemoteAccess(),
                             progress: ((SyncProgress) -> Void)? = nil) throws -> SyncReport {
         try ProviderError.mapped {
             let (kind, domain) = try openDomain(localPath: localPath, remote: remote, account: account,
-                                                context: context, defaultKind: .replicated)
+                                                context: context, defaultKind: .replicated, access: access)
             switch kind {
             case .replicated:
                 return try ReplicatedProvider(replicaRoot: localPath, domain: domain).syncOnce(progress: progress)
@@ -67,12 +69,13 @@ public enum ProviderCommands {
     /// - Returns: the counts.
     /// - Throws: `.invalidArguments` (not a provider root); `.keyUnavailable` (account wiped);
     ///   remote errors as `MAMError` (`.system(EHOSTUNREACH)`: the remote is missing).
-    public static func reattach(localPath: String, context: ProtectionContext) throws -> ReattachReport {
+    public static func reattach(localPath: String, context: ProtectionContext,
+                                access: RemoteAccess = RemoteAccess()) throws -> ReattachReport {
         try ProviderError.mapped {
             let layout = ProviderLayout(root: localPath)
             guard layout.exists else { throw MAMError.invalidArguments("\(layout.root) is not a file-provider root") }
             let (kind, domain) = try openDomain(localPath: localPath, remote: nil, account: nil, context: context,
-                                                defaultKind: .replicated)
+                                                defaultKind: .replicated, access: access)
             switch kind {
             case .nonReplicated: return try NonReplicatedProvider(localRoot: localPath, domain: domain).reattach()
             case .replicated: return try ReplicatedProvider(replicaRoot: localPath, domain: domain).reattach()
@@ -110,12 +113,13 @@ public enum ProviderCommands {
     ///   `.cannotCreateOutput` (name taken), `.fileNotFound`, `.invalidArguments`, remote
     ///   errors as `MAMError`.
     @discardableResult
-    public static func importFile(_ source: String, toDirectory directory: String, context: ProtectionContext) throws -> FileProviderItem {
+    public static func importFile(_ source: String, toDirectory directory: String, context: ProtectionContext,
+                                  access: RemoteAccess = RemoteAccess()) throws -> FileProviderItem {
         try ProviderError.mapped {
             let (layout, database, configuration) = try openRoot(containing: directory)
             database.close()
             let domain = try FileProviderDomain(account: configuration.accountId,
-                                                remote: LocalDirectoryRemote(root: configuration.remote), context: context)
+                                                remote: access.store(for: configuration.remote), context: context)
             switch configuration.kind {
             case .nonReplicated:
                 return try NonReplicatedProvider(localRoot: layout.root, domain: domain)
@@ -142,7 +146,7 @@ public enum ProviderCommands {
     }
 
     private static func openDomain(localPath: String, remote: String?, account: String?, context: ProtectionContext,
-                                   defaultKind: ProviderKind) throws -> (ProviderKind, FileProviderDomain) {
+                                   defaultKind: ProviderKind, access: RemoteAccess) throws -> (ProviderKind, FileProviderDomain) {
         let layout = ProviderLayout(root: localPath)
         var stored: ProviderConfiguration?
         if layout.exists {
@@ -154,18 +158,21 @@ public enum ProviderCommands {
             throw MAMError.invalidArguments("\(layout.root) has no remote yet: give --remote DIR")
         }
         let accountName = account ?? stored?.accountId ?? ""
-        let domain = try FileProviderDomain(account: accountName, remote: LocalDirectoryRemote(root: remotePath), context: context)
+        let domain = try FileProviderDomain(account: accountName, remote: access.store(for: remotePath), context: context)
         return (stored?.kind ?? defaultKind, domain)
     }
 }
 
 extension SyncReport {
-    /// The CLI's exit status for this report: `.ok` clean; `.tempFail` when the pass stopped
-    /// early (remote unreachable: retry later); `.noPerm` when an upload was refused by policy;
-    /// `.ioErr` for other item errors.
+    /// The CLI's exit status for this report: `.ok` clean; `.noPerm` when the pass stopped
+    /// early because it was denied as a whole (EACCES: the remote refused the credentials, the
+    /// account was wiped); `.tempFail` when it stopped early otherwise (remote unreachable:
+    /// retry later); `.noPerm` when an upload was refused by policy; `.ioErr` for other item errors.
     public var exitCode: ExitCode {
         if isClean { return .ok }
-        if !complete { return .tempFail }
+        if !complete {
+            return errors.contains(where: { $0.path.isEmpty && $0.errno == EACCES }) ? .noPerm : .tempFail
+        }
         if errors.contains(where: { $0.errno == EACCES }) { return .noPerm }
         return .ioErr
     }

@@ -130,6 +130,11 @@ public enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     case conflict(ItemIdentifier, current: ItemVersion?)
     /// No such item (deleted or renamed on the remote).
     case notFound(ItemIdentifier)
+    /// The store refused the credentials or the access (HTTP 401/403). Nothing was changed;
+    /// the message never holds a password.
+    case unauthorized(String)
+    /// The store has no room for the item (HTTP 507). Nothing was changed.
+    case insufficientStorage(ItemIdentifier)
     /// Any other failure with the errno or HTTP-like detail in the message.
     case failed(String)
 
@@ -139,6 +144,8 @@ public enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         case .readOnly(let m): return "remote is read-only: \(m)"
         case .conflict(let id, _): return "remote item '\(id)' changed since the base version (conflict)"
         case .notFound(let id): return "remote item '\(id)' not found"
+        case .unauthorized(let m): return "remote refused access: \(m)"
+        case .insufficientStorage(let id): return "remote has no room for '\(id)' (insufficient storage)"
         case .failed(let m): return "remote error: \(m)"
         }
     }
@@ -146,13 +153,16 @@ public enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The same condition as a `MAMError` (for the CLI's exit code and the mount's errno):
     /// unreachable -> `.system(EHOSTUNREACH)` (`ExitCode.ioErr`), read-only -> `.system(EROFS)` (`ExitCode.cantCreate`),
     /// conflict -> `.system(EBUSY)` (`ExitCode.ioErr`), not found -> `.fileNotFound` (`ExitCode.noInput`),
-    /// failed -> `.system(EIO)` (`ExitCode.ioErr`).
+    /// unauthorized -> `.system(EACCES)` (`ExitCode.noPerm`), insufficient storage ->
+    /// `.system(EIO)` (`ExitCode.ioErr`, the item named), failed -> `.system(EIO)` (`ExitCode.ioErr`).
     public var mamError: MAMError {
         switch self {
         case .unreachable: return .system(description, errno: EHOSTUNREACH)
         case .readOnly: return .system(description, errno: EROFS)
         case .conflict: return .system(description, errno: EBUSY)
         case .notFound(let id): return .fileNotFound("remote item '\(id)'")
+        case .unauthorized: return .system(description, errno: EACCES)
+        case .insufficientStorage: return .system(description, errno: EIO)
         case .failed: return .system(description, errno: EIO)
         }
     }

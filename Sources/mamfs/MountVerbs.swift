@@ -8,12 +8,16 @@ enum MountVerbs {
     static let mount = Verb(
         "mount",
         usage: ["mamfs mount BACKING MOUNTPOINT [--account ACCOUNT] [-f] [--force] [-o OPTIONS] [--state DIR]",
-                "mamfs mount BACKING MOUNTPOINT --remote DIR --provider non-replicated|replicated",
-                "            [--sync-interval SECONDS] [--location NAME] [--account ACCOUNT] [-f] [--force] [-o OPTIONS] [--state DIR]"],
-        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. \(noAccountSentence) With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. A MOUNTPOINT that already has a FUSE mount is refused (\(ExitCode.usage)); so is a dead one (its daemon exited; 'Transport endpoint is not connected') unless --force. Returns once the mount answers unless -f.",
+                "mamfs mount BACKING MOUNTPOINT --remote DIR|URL --provider non-replicated|replicated",
+                "            [--remote-credentials FILE] [--remote-ca FILE] [--sync-interval SECONDS] [--location NAME] [--account ACCOUNT] [-f] [--force] [-o OPTIONS] [--state DIR]"],
+        summary: "Mount the backing directory BACKING on the empty directory MOUNTPOINT: programs see plaintext, new files are owned by the nearest protected directory's owner, else ACCOUNT, and files of a managed account are encrypted in BACKING. \(noAccountSentence) With --remote and --provider, BACKING is the local root of a file provider for the remote directory DIR (or the WebDAV collection at the http:// or https:// URL) and the domain's account ACCOUNT: the remote tree appears in the mount (non-replicated: as placeholders downloaded on first open; replicated: as a replica kept in sync), and files changed in the mount are uploaded as plain copies. A MOUNTPOINT that already has a FUSE mount is refused (\(ExitCode.usage)); so is a dead one (its daemon exited; 'Transport endpoint is not connected') unless --force. Returns once the mount answers unless -f.",
         options: ["--account ACCOUNT       owner of new files outside protected directories (default: unmanaged);",
                   "                        with --provider, the domain's account",
-                  "--remote DIR            the remote directory of a file-provider mount (needs --provider)",
+                  "--remote DIR|URL        the remote directory of a file-provider mount, or the https:// URL",
+                  "                        of a WebDAV collection (http:// only to a loopback host; needs --provider)",
+                  "--remote-credentials FILE  WebDAV login: a netrc file (machine HOST login USER password PASS),",
+                  "                        mode 0600; default: MAMFS_REMOTE_USER and MAMFS_REMOTE_PASSWORD",
+                  "--remote-ca FILE        a PEM CA bundle to trust for the WebDAV server (TLS is always verified)",
                   "--provider KIND         non-replicated or replicated (needs --remote)",
                   "--sync-interval SECONDS seconds between sync passes (replicated, default 5) or remote",
                   "                        change checks (non-replicated, default 30) of a provider mount",
@@ -25,7 +29,8 @@ enum MountVerbs {
                   "                        attr_timeout=S, entry_timeout=S, ...; retry_base=S: a non-replicated",
                   "                        mount's first wait before retrying a change the unreachable remote",
                   "                        did not take, doubling to 5 min, default 1); repeatable"],
-        spec: ArgumentSpec(flags: ["-f", "--force"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location"],
+        spec: ArgumentSpec(flags: ["-f", "--force"], options: ["--account", "--remote", "--provider", "--sync-interval", "--location",
+                                                                    "--remote-credentials", "--remote-ca"],
                            repeatable: ["-o"], positionals: 2...2),
         run: runMount)
 
@@ -62,7 +67,8 @@ enum MountVerbs {
         options.force = arguments.flag("--force")
         options.verbose = invocation.verbose
         if let provider {
-            options.remote = MountTable.resolvedPath(provider.remote)
+            options.remote = WebDAVRemote.isURL(provider.remote) ? provider.remote : MountTable.resolvedPath(provider.remote)
+            options.remoteAccess = provider.access
             options.provider = provider.kind
             options.syncInterval = provider.syncInterval
             options.location = provider.location
@@ -92,13 +98,15 @@ enum MountVerbs {
     /// - Returns: nil for a plain overlay.
     /// - Throws: `UsageError`.
     static func providerOptions(_ arguments: ParsedArguments) throws
-        -> (remote: String, kind: ProviderKind, syncInterval: Double, location: StorageLocation)? {
+        -> (remote: String, kind: ProviderKind, syncInterval: Double, location: StorageLocation, access: RemoteAccess)? {
         let remote = arguments.value("--remote")
+        let access = try remoteAccess(arguments)
         let kindName = arguments.value("--provider")
         let interval = arguments.value("--sync-interval")
         let locationName = arguments.value("--location")
         guard remote != nil || kindName != nil else {
             if interval != nil { throw UsageError("--sync-interval needs --remote DIR --provider KIND") }
+            if access != RemoteAccess() { throw UsageError("--remote-credentials and --remote-ca need --remote URL --provider KIND") }
             if locationName != nil {
                 throw UsageError("--location is for --provider mounts (a plain mount's locations come from the policy's 'locations')")
             }
@@ -123,7 +131,21 @@ enum MountVerbs {
             }
             seconds = value
         }
-        return (remote, kind, seconds, location)
+        return (remote, kind, seconds, location, access)
+    }
+
+    /// `--remote-credentials FILE` and `--remote-ca FILE`, made absolute (the daemon leaves
+    /// the working directory) without resolving symbolic links (a credentials file that is
+    /// one is refused).
+    /// - Throws: `UsageError` for an empty value.
+    static func remoteAccess(_ arguments: ParsedArguments) throws -> RemoteAccess {
+        var access = RemoteAccess()
+        for (option, keyPath) in [("--remote-credentials", \RemoteAccess.credentialsFile), ("--remote-ca", \RemoteAccess.caFile)] {
+            guard let value = arguments.value(option) else { continue }
+            guard !value.isEmpty else { throw UsageError("\(option) needs a file") }
+            access[keyPath: keyPath] = value.hasPrefix("/") ? value : FileManager.default.currentDirectoryPath + "/" + value
+        }
+        return access
     }
 
     static func runUnmount(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {

@@ -9,10 +9,13 @@ import MAMProtection
 enum ProviderVerbs {
     static let sync = Verb(
         "provider sync",
-        usage: ["mamfs provider sync BACKING [--remote DIR] [--account ACCOUNT] [--json] [--state DIR]"],
+        usage: ["mamfs provider sync BACKING [--remote DIR|URL] [--account ACCOUNT] [--remote-credentials FILE] [--remote-ca FILE] [--json] [--state DIR]"],
         summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. When stderr is a terminal one line shows items and bytes done of those expected, the rate and the time left. Exit \(ExitCode.ok) clean, \(ExitCode.tempFail) remote unreachable (retry later), \(ExitCode.noPerm) an upload was refused by policy, \(ExitCode.ioErr) other item errors.",
-        options: ["--remote DIR            the remote directory; needed the first time, must match afterwards",
+        options: ["--remote DIR|URL        the remote directory or WebDAV URL; needed the first time, must match afterwards",
                   "--account ACCOUNT       the domain's account the first time (default: unmanaged)",
+                  "--remote-credentials FILE  WebDAV login (netrc file, mode 0600; default: MAMFS_REMOTE_USER",
+                  "                        and MAMFS_REMOTE_PASSWORD)",
+                  "--remote-ca FILE        a PEM CA bundle to trust for the WebDAV server",
                   "--json                  print JSON lines on stdout instead: at most 4 a second and a",
                   "                        last one {\"event\":\"progress\", items, itemsTotal, bytes,",
                   "                        bytesTotal, bytesPerSecond, etaSeconds (null: unknown), path},",
@@ -21,7 +24,7 @@ enum ProviderVerbs {
                   "                        deletedLocally, movedLocally, created, modified,",
                   "                        deletedRemotely, movedRemotely, conflicts, refused, errors",
                   "                        [{path, message, errno}], complete, anchor}"],
-        spec: ArgumentSpec(flags: ["--json"], options: ["--remote", "--account"], positionals: 1...1),
+        spec: ArgumentSpec(flags: ["--json"], options: ["--remote", "--account", "--remote-credentials", "--remote-ca"], positionals: 1...1),
         run: runSync)
 
     static let status = Verb(
@@ -47,17 +50,23 @@ enum ProviderVerbs {
 
     static let importFile = Verb(
         "provider import",
-        usage: ["mamfs provider import FILE --to DIR [--state DIR]"],
+        usage: ["mamfs provider import FILE --to DIR [--remote-credentials FILE] [--remote-ca FILE] [--state DIR]"],
         summary: "Bring FILE into the provider directory DIR (inside a mount, or its backing directory) and upload it: a protected FILE is decrypted to a copy first and only the plain copy is uploaded; when the domain's account may not receive FILE (receiveData policy) nothing is uploaded, FILE is left as it is and the exit code is \(ExitCode.noPerm).",
-        options: ["--to DIR                the destination directory, inside a provider mount or root"],
-        spec: ArgumentSpec(options: ["--to"], positionals: 1...1),
+        options: ["--to DIR                the destination directory, inside a provider mount or root",
+                  "--remote-credentials FILE  WebDAV login (netrc file, mode 0600; default: MAMFS_REMOTE_USER",
+                  "                        and MAMFS_REMOTE_PASSWORD)",
+                  "--remote-ca FILE        a PEM CA bundle to trust for the WebDAV server"],
+        spec: ArgumentSpec(options: ["--to", "--remote-credentials", "--remote-ca"], positionals: 1...1),
         run: runImport)
 
     static let reattach = Verb(
         "provider reattach",
-        usage: ["mamfs provider reattach ROOT [--state DIR]"],
+        usage: ["mamfs provider reattach ROOT [--remote-credentials FILE] [--remote-ca FILE] [--state DIR]"],
         summary: "Re-bind the provider root ROOT (a mount's backing directory, or the mount) to its remote after the remote was replaced, e.g. restored from a copy: until then every sync refuses it (exit \(ExitCode.tempFail), 'not the volume it was'). Local items found on the remote at their path with the same type, size and SHA-256 of their plain bytes keep their records and identifiers; local changes the remote does not have are kept and uploaded by the next sync; a clean copy of a file that differs on the remote gives way to the remote version. Nothing local is lost.",
-        spec: ArgumentSpec(positionals: 1...1),
+        options: ["--remote-credentials FILE  WebDAV login (netrc file, mode 0600; default: MAMFS_REMOTE_USER",
+                  "                        and MAMFS_REMOTE_PASSWORD)",
+                  "--remote-ca FILE        a PEM CA bundle to trust for the WebDAV server"],
+        spec: ArgumentSpec(options: ["--remote-credentials", "--remote-ca"], positionals: 1...1),
         run: runReattach)
 
     /// Every provider verb, in `mamfs --help` order.
@@ -87,7 +96,8 @@ enum ProviderVerbs {
         do {
             report = try attempt(backing) {
                 try MAMFileProvider.ProviderCommands.sync(localPath: root, remote: arguments.value("--remote"), context: context,
-                                                          account: arguments.value("--account")) { step in
+                                                          account: arguments.value("--account"),
+                                                          access: MountVerbs.remoteAccess(arguments)) { step in
                     progress.update(step)
                 }
             }
@@ -199,7 +209,8 @@ enum ProviderVerbs {
         let root = arguments.positionals[0]
         let context = try invocation.openContext()
         let local = BackingPath.resolve(root)
-        let report = try attempt(root) { try MAMFileProvider.ProviderCommands.reattach(localPath: local, context: context) }
+        let report = try attempt(root) { try MAMFileProvider.ProviderCommands.reattach(localPath: local, context: context,
+                                                                                        access: MountVerbs.remoteAccess(arguments)) }
         Output.line("Reattached \(root): \(report.matched) matched, \(report.changedRemotely) changed remotely, \(report.pendingUpload) to upload, \(report.removedPlaceholders) placeholders removed")
         return ExitCode.ok
     }
@@ -212,7 +223,8 @@ enum ProviderVerbs {
         let local = BackingPath.resolve(directory)
         let item = try attempt(source) {
             do {
-                return try MAMFileProvider.ProviderCommands.importFile(source, toDirectory: local, context: context)
+                return try MAMFileProvider.ProviderCommands.importFile(source, toDirectory: local, context: context,
+                                                                         access: MountVerbs.remoteAccess(arguments))
             } catch MAMError.policyDenied(let reason) {
                 // The receive check refused it: nothing was uploaded; the refusal is recorded.
                 CommandAudit.record(context, action: "provider import", path: CommandAudit.absolute(source),

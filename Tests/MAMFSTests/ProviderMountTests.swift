@@ -24,6 +24,11 @@ final class ProviderMount: @unchecked Sendable {
     let log: String
     /// Extra `-o` words of the mount (e.g. retry_base=S).
     let options: [String]
+    /// The WebDAV server the mount's remote is on (nil: the remote is the directory `remote`).
+    /// `remote` is then the directory Apache serves.
+    let server: ApacheDAVServer?
+    /// The `--remote-credentials` file of a WebDAV mount (0600).
+    var credentialsFile: String { base + "/credentials" }
     private var mounted = false
 
     var environment: [String: String] {
@@ -38,13 +43,16 @@ final class ProviderMount: @unchecked Sendable {
     ///   - remoteCheckInterval: a non-replicated mount's `--sync-interval` (nil: not given, the
     ///     default of 30 s).
     ///   - options: extra `-o` words.
+    ///   - webdav: put the remote on a real Apache WebDAV server (`--remote URL`,
+    ///     `--remote-credentials FILE`).
     init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1,
-         location: String? = nil, remoteCheckInterval: Double? = nil, options: [String] = []) throws {
+         location: String? = nil, remoteCheckInterval: Double? = nil, options: [String] = [], webdav: Bool = false) throws {
         self.kind = kind
         self.options = options
         base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
-        remote = base + "/remote"
+        server = webdav ? try ApacheDAVServer() : nil
+        remote = server?.davDirectory ?? base + "/remote"
         backing = base + "/backing"
         mountpoint = base + "/mnt"
         log = base + "/daemon.log"
@@ -59,8 +67,14 @@ final class ProviderMount: @unchecked Sendable {
         try mamfs(["enroll", Self.account, "--policy", policy])
         let copy = try shell("cd /usr/share/doc && find . -type f | sort | head -n \(Self.docFiles) | tar -cf - -T - | tar -xf - -C \(shellQuote(remote))")
         guard copy.status == 0 else { throw TestSupportError("copy of /usr/share/doc failed: \(copy.err)") }
-        var arguments = ["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
-                         "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")]
+        if let server {
+            _ = try shell("chown -R www-data:www-data \(shellQuote(server.davDirectory))")
+            try Data("machine 127.0.0.1 login \(server.user) password \(server.password)\n".utf8)
+                .write(to: URL(fileURLWithPath: credentialsFile))
+            chmod(credentialsFile, 0o600)
+        }
+        var arguments = ["mount", backing, mountpoint, "--provider", kind, "--account", Self.account,
+                         "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")] + remoteArguments
         if kind == "replicated" { arguments += ["--sync-interval", String(syncInterval)] }
         if kind == "non-replicated", let remoteCheckInterval { arguments += ["--sync-interval", String(remoteCheckInterval)] }
         if let location { arguments += ["--location", location] }
@@ -73,14 +87,21 @@ final class ProviderMount: @unchecked Sendable {
         kind = previous.kind
         base = previous.base
         state = previous.state
+        server = previous.server
         remote = previous.remote
         backing = previous.backing
         mountpoint = previous.mountpoint
         log = previous.log
         options = previous.options
-        try mamfs(["mount", backing, mountpoint, "--remote", remote, "--provider", kind, "--account", Self.account,
-                   "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")])
+        try mamfs(["mount", backing, mountpoint, "--provider", kind, "--account", Self.account,
+                   "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")] + remoteArguments)
         mounted = true
+    }
+
+    /// `--remote DIR`, or `--remote URL --remote-credentials FILE` for a WebDAV remote.
+    var remoteArguments: [String] {
+        guard let server else { return ["--remote", remote] }
+        return ["--remote", server.baseURL, "--remote-credentials", credentialsFile]
     }
 
     deinit {

@@ -6,12 +6,13 @@ enum BoundProvider {
     case nonReplicated(NonReplicatedProvider)
     case replicated(ReplicatedProvider)
 
-    /// Binds `rootPath` to the remote `remote` for `account` (canonical accountId, "" unmanaged).
+    /// Binds `rootPath` to the remote `remote` (a directory, or a WebDAV URL reached with
+    /// `access`) for `account` (canonical accountId, "" unmanaged).
     /// - Throws: `MAMError` (`.invalidArguments` when the root belongs to another kind, remote or
     ///   account; `.unknownAccount`).
-    init(kind: ProviderKind, rootPath: String, remote: String, account: String, context: ProtectionContext,
-         log: @escaping @Sendable (String) -> Void) throws {
-        let store = LocalDirectoryRemote(root: remote, log: { line in log("provider: \(line)") })
+    init(kind: ProviderKind, rootPath: String, remote: String, access: RemoteAccess = RemoteAccess(), account: String,
+         context: ProtectionContext, log: @escaping @Sendable (String) -> Void) throws {
+        let store = try access.store(for: remote, log: { line in log("provider: \(line)") })
         let domain = try FileProviderDomain(account: account, remote: store, context: context)
         switch kind {
         case .nonReplicated:

@@ -118,7 +118,8 @@ extension OverlayFilesystem {
     static func makeHooks(options: MountOptions, rootPath: String, context: ProtectionContext) throws -> any MountHooks {
         guard let kind = options.provider, let remote = options.remote else { return PlainMountHooks() }
         let log: @Sendable (String) -> Void = { OverlayFilesystem.writeLog($0) }
-        let binding = try BoundProvider(kind: kind, rootPath: rootPath, remote: remote, account: options.account,
+        let binding = try BoundProvider(kind: kind, rootPath: rootPath, remote: remote, access: options.remoteAccess,
+                                        account: options.account,
                                           context: context, log: log)
         switch binding {
         case .nonReplicated(let provider):
