@@ -141,6 +141,12 @@ sync_until_clean() {
     echo "webdav-first-sync: $1 not in sync after 20 passes: $out $(tail -3 "$WORK/sync.err")" >&2; exit 74
 }
 
+# In round 1: the DAV directory (Apache serves it as it is on disk) holds the tree exactly.
+check_remote() {
+    [[ "$round" -eq 1 ]] || return 0
+    diff -r "$WORK/tree" "$DAV/doc" >/dev/null || { echo "webdav-first-sync: $1: the server's copy differs from the tree" >&2; exit 65; }
+}
+
 up_mount=(); up_replica=(); down=(); rclone_up=(); rclone_down=(); hwm_up=(); hwm_down=()
 for round in $(seq 1 "$ROUNDS"); do
     rm -rf "$WORK/backing" "$WORK/replica" "$WORK/down" "$WORK/rclone-down"
@@ -153,6 +159,7 @@ for round in $(seq 1 "$ROUNDS"); do
     sync_until_clean "$WORK/backing"
     e=$(seconds); up_mount+=("$(elapsed "$s" "$e")"); hwm_up+=("$(hwm_kib "$DAEMON_PID")")
     stop_daemon
+    check_remote "mamfs up (mount)"
 
     # mamfs up from a filled replica: one CLI pass (the replica is made with the same account).
     fresh_dav
@@ -160,6 +167,7 @@ for round in $(seq 1 "$ROUNDS"); do
     drop_caches; s=$(seconds)
     "$MAMFS" provider sync "$WORK/replica" --remote "$URL" "${ACCOUNT[@]}" >/dev/null
     e=$(seconds); up_replica+=("$(elapsed "$s" "$e")")
+    check_remote "mamfs up (replica)"
 
     # mamfs down: a fresh replicated mount of the filled remote.
     drop_caches; s=$(seconds)
@@ -175,6 +183,7 @@ for round in $(seq 1 "$ROUNDS"); do
     drop_caches; s=$(seconds)
     "${RCLONE[@]}" copy "$WORK/tree" :webdav:doc
     e=$(seconds); rclone_up+=("$(elapsed "$s" "$e")")
+    check_remote "rclone up"
     drop_caches; s=$(seconds)
     "${RCLONE[@]}" copy :webdav:doc "$WORK/rclone-down"
     e=$(seconds); rclone_down+=("$(elapsed "$s" "$e")")
