@@ -25,9 +25,9 @@ struct NonReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("remote changes are picked up by the placeholder refresh: create, modify, delete, rename")
-    func remoteChangesPickedUp() throws {
-        let f = try ProviderFixture()
+    @Test("remote changes are picked up by the placeholder refresh: create, modify, delete, rename", arguments: RemoteKind.available)
+    func remoteChangesPickedUp(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("change.txt", Array("v1".utf8))
         try f.writeRemote("gone.txt", Array("bye".utf8))
         try f.writeRemote("old.txt", Array("renamed".utf8))
@@ -51,9 +51,9 @@ struct NonReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("local changes are pushed: create and modify (itemChanged), rename and move (itemMoved, no re-upload), delete (deleteItem)")
-    func localChangesPushed() throws {
-        let f = try ProviderFixture()
+    @Test("local changes are pushed: create and modify (itemChanged), rename and move (itemMoved, no re-upload), delete (deleteItem)", arguments: RemoteKind.available)
+    func localChangesPushed(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("doc.txt", Array("v1".utf8))
         let provider = try f.nonReplicated()
         _ = try provider.createPlaceholders()
@@ -90,9 +90,9 @@ struct NonReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("itemChanged on a file changed on both sides keeps both (conflict copy uploaded, remote version as placeholder)")
-    func conflictCopies() throws {
-        let f = try ProviderFixture()
+    @Test("itemChanged on a file changed on both sides keeps both (conflict copy uploaded, remote version as placeholder)", arguments: RemoteKind.available)
+    func conflictCopies(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("plan.txt", Array("base".utf8))
         let provider = try f.nonReplicated()
         _ = try provider.createPlaceholders()
@@ -109,9 +109,9 @@ struct NonReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("eviction drops the contents and keeps the placeholder; re-materialization gives identical bytes")
-    func evictionAndRematerialization() throws {
-        let f = try ProviderFixture()
+    @Test("eviction drops the contents and keeps the placeholder; re-materialization gives identical bytes", arguments: RemoteKind.available)
+    func evictionAndRematerialization(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         let bytes = randomBytes(300_000, seed: 3)
         try f.writeRemote("big.bin", bytes)
         let provider = try f.nonReplicated()
@@ -160,9 +160,9 @@ struct NonReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("itemRenamed: a new file renamed over an item takes its identity and uploads as its next version; an uploaded file renamed over another is moved (no re-upload) and the replaced one deleted")
-    func renameOver() throws {
-        let f = try ProviderFixture()
+    @Test("itemRenamed: a new file renamed over an item takes its identity and uploads as its next version; an uploaded file renamed over another is moved (no re-upload) and the replaced one deleted", arguments: RemoteKind.available)
+    func renameOver(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("copyright", Array("old text".utf8))
         try f.writeRemote("other.txt", Array("other".utf8))
         try f.writeRemote("target.txt", Array("target".utf8))

@@ -4,7 +4,8 @@ import Testing
 @testable import MAMProtection
 import MAMTestSupport
 
-/// One test per file-provider rule (see ProviderRules), for both providers.
+/// One test per file-provider rule (see ProviderRules), for both providers, each on every
+/// remote store (a local directory and a WebDAV server).
 @Suite("File-provider rules")
 struct ProviderRuleTests {
     enum Case: String, CaseIterable, Sendable {
@@ -12,11 +13,11 @@ struct ProviderRuleTests {
     }
 
     @Test("provided copies are encrypted exactly when the owner's policy says shouldFileProviderEncryptFiles, plain-tagged otherwise",
-          arguments: Case.allCases)
-    func providedCopiesFollowPolicy(kind: Case) throws {
+          arguments: Case.allCases, RemoteKind.available)
+    func providedCopiesFollowPolicy(kind: Case, remote: RemoteKind) throws {
         var policy = Policy.demoEncrypting
         if kind == .nonEncryptingPolicy { policy.fileProviderEncryptFiles = false }
-        let f = try ProviderFixture(policy: policy)
+        let f = try ProviderFixture(policy: policy, remoteKind: remote)
         let account = kind == .unmanagedDomain ? "" : ProviderFixture.managedId
         let bytes = randomBytes(10_000)
         try f.writeRemote("a.bin", bytes)
@@ -53,9 +54,9 @@ struct ProviderRuleTests {
         f.expectRemotePlain()
     }
 
-    @Test("the remote never holds a file starting with the protected-file magic, whatever goes up (and the scan does find one)")
-    func remoteNeverHoldsProtectedFiles() throws {
-        let f = try ProviderFixture()
+    @Test("the remote never holds a file starting with the protected-file magic, whatever goes up (and the scan does find one)", arguments: RemoteKind.available)
+    func remoteNeverHoldsProtectedFiles(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("base.txt", Array("base".utf8))
         let replicated = try f.replicated(localRoot: f.root + "/replica")
         let nonReplicated = try f.nonReplicated()
@@ -103,9 +104,9 @@ struct ProviderRuleTests {
         #expect(unlink(f.remotePath("planted.bin")) == 0)
     }
 
-    @Test("an encrypted import is decrypted to a copy before upload; the source stays encrypted")
-    func encryptedImportDecryptedBeforeUpload() throws {
-        let f = try ProviderFixture()
+    @Test("an encrypted import is decrypted to a copy before upload; the source stays encrypted", arguments: RemoteKind.available)
+    func encryptedImportDecryptedBeforeUpload(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         let bytes = randomBytes(70_000, seed: 7)
         let source = try f.write(f.outside + "/report.docx", bytes)
         try f.context.files.encryptFile(path: source, forAccountId: ProviderFixture.managedId)
@@ -135,9 +136,9 @@ struct ProviderRuleTests {
         f.expectRemotePlain()
     }
 
-    @Test("a refused import leaves the remote and the source byte-for-byte unchanged (EACCES, exit 77)")
-    func refusedImportLeavesRemoteAndSourceUnchanged() throws {
-        let f = try ProviderFixture()   // demoEncrypting: receiveData managedOnly
+    @Test("a refused import leaves the remote and the source byte-for-byte unchanged (EACCES, exit 77)", arguments: RemoteKind.available)
+    func refusedImportLeavesRemoteAndSourceUnchanged(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)   // demoEncrypting: receiveData managedOnly
         try f.writeRemote("existing.txt", Array("already there".utf8))
         let provider = try f.nonReplicated()
         _ = try provider.createPlaceholders()
@@ -176,9 +177,9 @@ struct ProviderRuleTests {
         f.expectRemotePlain()
     }
 
-    @Test("every item handed out carries its owner (protectFileProviderItem)")
-    func itemsCarryTheirOwner() throws {
-        let f = try ProviderFixture()
+    @Test("every item handed out carries its owner (protectFileProviderItem)", arguments: RemoteKind.available)
+    func itemsCarryTheirOwner(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("d/x.txt", Array("x".utf8))
         try f.writeRemote("y.txt", Array("y".utf8))
         let domain = try f.domain(ProviderFixture.managedUPN)
@@ -196,11 +197,11 @@ struct ProviderRuleTests {
         f.expectRemotePlain()
     }
 
-    @Test("enumeration runs under the domain's account (setAccountId(onFileProviderEnumerator))")
-    func enumerationUnderDomainAccount() throws {
+    @Test("enumeration runs under the domain's account (setAccountId(onFileProviderEnumerator))", arguments: RemoteKind.available)
+    func enumerationUnderDomainAccount(remote: RemoteKind) throws {
         // One managed account at a time (as in the reference SDK); the other GUID is an
         // unregistered, therefore unmanaged, identity.
-        let f = try ProviderFixture()
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("shared.txt", Array("same remote".utf8))
         for (account, encrypted) in [(ProviderFixture.managedId, true), (ProviderFixture.unmanagedId, false), ("", false)] {
             let domain = try f.domain(account)

@@ -6,9 +6,9 @@ import MAMTestSupport
 
 @Suite("Replicated provider")
 struct ReplicatedProviderTests {
-    @Test("remote changes are picked up: create, modify, delete, rename (a rename moves the local file, no re-download)")
-    func remoteChangesPickedUp() throws {
-        let f = try ProviderFixture()
+    @Test("remote changes are picked up: create, modify, delete, rename (a rename moves the local file, no re-download)", arguments: RemoteKind.available)
+    func remoteChangesPickedUp(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("keep.txt", Array("keep".utf8))
         try f.writeRemote("change.txt", Array("v1".utf8))
         try f.writeRemote("gone.txt", Array("bye".utf8))
@@ -42,9 +42,9 @@ struct ReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("local changes are pushed: create, modify, delete, rename (a rename is a move on the remote, not a re-upload)")
-    func localChangesPushed() throws {
-        let f = try ProviderFixture()
+    @Test("local changes are pushed: create, modify, delete, rename (a rename is a move on the remote, not a re-upload)", arguments: RemoteKind.available)
+    func localChangesPushed(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("edit.txt", Array("v1".utf8))
         try f.writeRemote("delete.txt", Array("delete me".utf8))
         try f.writeRemote("rename.txt", Array("rename me".utf8))
@@ -78,9 +78,9 @@ struct ReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
-    @Test("conflicts keep both: the local version under 'name (conflict HOST DATE).ext', uploaded as a new item")
-    func conflictCopies() throws {
-        let f = try ProviderFixture()
+    @Test("conflicts keep both: the local version under 'name (conflict HOST DATE).ext', uploaded as a new item", arguments: RemoteKind.available)
+    func conflictCopies(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("notes.txt", Array("base".utf8))
         let provider = try f.replicated()
         #expect(provider.syncOnce().isClean)

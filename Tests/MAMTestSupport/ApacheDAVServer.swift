@@ -1,4 +1,3 @@
-import CSystem
 import Foundation
 import Glibc
 
@@ -92,15 +91,7 @@ public final class ApacheDAVServer: @unchecked Sendable {
     }
 
     /// Every regular file below the collection (relative paths, sorted).
-    public func files() -> [String] {
-        var result: [String] = []
-        guard let enumerator = FileManager.default.enumerator(atPath: davDirectory) else { return [] }
-        while let relative = enumerator.nextObject() as? String {
-            var st = stat()
-            if lstat(davDirectory + "/" + relative, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { result.append(relative) }
-        }
-        return result.sorted()
-    }
+    public func files() -> [String] { regularFiles(under: davDirectory) }
 
     /// Stops the server the way a crash would look to clients (SIGKILL to the whole group:
     /// connections are refused until `restart()`).
@@ -186,36 +177,9 @@ public final class ApacheDAVServer: @unchecked Sendable {
     }
 
     private func spawn() throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, root.file("stdout.log"), O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, root.file("stdout.log"), O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        mamfs_spawn_closefrom(&actions, 3)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        let arguments: [String] = [ApacheDAVServer.binary, "-f", root.file("httpd.conf"), "-DFOREGROUND"]
-        let argv = arguments.map { strdup($0) } + [nil]
-        let environment: [String] = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, ApacheDAVServer.binary, &actions, &attributes, argv, envp)
-        guard spawned == 0 else { throw TestSupportError("cannot start apache2: \(String(cString: strerror(spawned)))") }
-        pid = child
+        pid = try spawnProcess(ApacheDAVServer.binary, ["-f", root.file("httpd.conf"), "-DFOREGROUND"],
+                               environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"],
+                               stdin: "/dev/null", stdout: root.file("stdout.log"), stderr: root.file("stdout.log"), truncate: false)
     }
 
     /// True once a TCP connection to the port succeeds (at most 15 s), false when the server

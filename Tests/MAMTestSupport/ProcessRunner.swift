@@ -21,12 +21,44 @@ public func runProcess(_ executable: String, _ arguments: [String], stdin: Data 
     let errPath = scratch.file("stderr")
     try stdin.write(to: URL(fileURLWithPath: inPath))
 
+    let pid = try spawnProcess(executable, arguments, environment: environment, stdin: inPath, stdout: outPath, stderr: errPath)
+    let deadline = Date().addingTimeInterval(timeout)
+    var status: Int32 = 0
+    var timedOut = false
+    while true {
+        let waited = waitpid(pid, &status, WNOHANG)
+        if waited == pid { break }
+        if waited < 0 && errno != EINTR { break }
+        if !timedOut && Date() > deadline {
+            timedOut = true
+            kill(-pid, SIGKILL)
+        }
+        usleep(2_000)
+    }
+    let stdout = (try? Data(contentsOf: URL(fileURLWithPath: outPath))) ?? Data()
+    var stderr = (try? Data(contentsOf: URL(fileURLWithPath: errPath))) ?? Data()
+    if timedOut {
+        stderr.append(Data("\n(timed out after \(Int(timeout)) s)".utf8))
+        return ProcessResult(status: 124, stdout: stdout, stderr: stderr)
+    }
+    let exited = (status & 0x7f) == 0
+    return ProcessResult(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: stdout, stderr: stderr)
+}
+
+/// Starts `executable` (a path) with `arguments` and the whole `environment`, stdin read from
+/// the file `stdin` and stdout and stderr written to the files `stdout` and `stderr`
+/// (truncated, or appended to when `truncate` is false; they may be one file), and returns
+/// without waiting. The child gets only those three descriptors, default signal handling, and
+/// leads a new process group (so `kill(-pid, ...)` reaches its children too).
+/// - Throws: `TestSupportError` when the process cannot be started.
+public func spawnProcess(_ executable: String, _ arguments: [String], environment: [String: String],
+                         stdin: String, stdout: String, stderr: String, truncate: Bool = true) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0o600)
     // Nothing else of the test process (descriptors into a mount, sockets) reaches the child,
     // including descriptors another test thread opens without O_CLOEXEC between now and the
     // spawn: the child closes everything from 3 up itself, after the three opens above.
@@ -56,25 +88,5 @@ public func runProcess(_ executable: String, _ arguments: [String], stdin: Data 
     guard spawned == 0 else {
         throw TestSupportError("cannot start \(executable): \(String(cString: strerror(spawned)))")
     }
-    let deadline = Date().addingTimeInterval(timeout)
-    var status: Int32 = 0
-    var timedOut = false
-    while true {
-        let waited = waitpid(pid, &status, WNOHANG)
-        if waited == pid { break }
-        if waited < 0 && errno != EINTR { break }
-        if !timedOut && Date() > deadline {
-            timedOut = true
-            kill(-pid, SIGKILL)
-        }
-        usleep(2_000)
-    }
-    let stdout = (try? Data(contentsOf: URL(fileURLWithPath: outPath))) ?? Data()
-    var stderr = (try? Data(contentsOf: URL(fileURLWithPath: errPath))) ?? Data()
-    if timedOut {
-        stderr.append(Data("\n(timed out after \(Int(timeout)) s)".utf8))
-        return ProcessResult(status: 124, stdout: stdout, stderr: stderr)
-    }
-    let exited = (status & 0x7f) == 0
-    return ProcessResult(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: stdout, stderr: stderr)
+    return pid
 }

@@ -48,7 +48,8 @@ struct DAVPath: Sendable {
     }
 
     /// The identifier an href of a multistatus names (an absolute path or a full URL), nil
-    /// when it lies outside the base path or its bytes are not UTF-8.
+    /// when it lies outside the base path, its bytes are not UTF-8, or a component is empty,
+    /// "." or "..".
     func identifier(href: String) -> ItemIdentifier? {
         var path = Substring(href)
         if let scheme = path.range(of: "://") {
@@ -67,6 +68,8 @@ struct DAVPath: Sendable {
         while relative.last == UInt8(ascii: "/") { relative = relative.dropLast() }
         if relative.isEmpty { return .rootContainer }
         guard let text = String(validating: relative, as: UTF8.self) else { return nil }
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." || $0.contains("\0") }) else { return nil }
         return ItemIdentifier(text)
     }
 

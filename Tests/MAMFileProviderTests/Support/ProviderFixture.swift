@@ -4,8 +4,10 @@ import Testing
 @testable import MAMProtection
 import MAMTestSupport
 
-/// A fresh state (with one enrolled managed account), a remote directory and a local root per
-/// test, all under one temp directory removed afterwards.
+/// A fresh state (with one enrolled managed account), a remote and a local root per test, all
+/// under one temp directory removed afterwards. The remote is a plain directory, or (`.webdav`)
+/// a real Apache serving a directory of its own: `remoteRoot` is then that directory, so the
+/// remote-side helpers read what the server stored and write as another client would.
 final class ProviderFixture {
     static let managedId = StateFixture.managedId
     static let managedUPN = StateFixture.managedUPN
@@ -19,25 +21,37 @@ final class ProviderFixture {
     let localRoot: String
     let outside: String
     var context: ProtectionContext { state.context }
+    /// Which store the providers get by default.
+    let remoteKind: RemoteKind
+    /// The remote (its server for `.webdav`).
+    let harness: RemoteHarness
 
-    /// - Parameter policy: the managed account's policy (nil: nobody enrolled).
-    init(policy: Policy? = .demoEncrypting) throws {
+    /// - Parameters:
+    ///   - policy: the managed account's policy (nil: nobody enrolled).
+    ///   - remoteKind: the store the providers get by default (`store()`).
+    init(policy: Policy? = .demoEncrypting, remoteKind: RemoteKind = .local) throws {
         state = try StateFixture(enroll: policy, prefix: "mamfs-fp-test")
         root = state.root
-        remoteRoot = root + "/remote"
+        self.remoteKind = remoteKind
+        harness = try RemoteHarness(remoteKind, localDirectory: state.root + "/remote")
+        remoteRoot = harness.directory
         localRoot = root + "/local"
         outside = root + "/outside"
-        for directory in [remoteRoot, localRoot, outside] {
+        for directory in [localRoot, outside] {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
     }
 
     // MARK: Providers
 
+    /// The local-directory store on `remoteRoot` (only for `.local` fixtures).
     func remote(readOnly: Bool = false) -> LocalDirectoryRemote { LocalDirectoryRemote(root: remoteRoot, readOnly: readOnly) }
 
+    /// The fixture's store: the local-directory one, or the WebDAV one on its server.
+    func store() throws -> any RemoteStore { try harness.store() }
+
     func domain(_ account: String = ProviderFixture.managedId, remote: (any RemoteStore)? = nil) throws -> FileProviderDomain {
-        try FileProviderDomain(account: account, remote: remote ?? self.remote(), context: context)
+        try FileProviderDomain(account: account, remote: remote ?? self.store(), context: context)
     }
 
     func replicated(_ account: String = ProviderFixture.managedId, remote: (any RemoteStore)? = nil, localRoot: String? = nil) throws -> ReplicatedProvider {
@@ -53,10 +67,12 @@ final class ProviderFixture {
     func remotePath(_ relative: String) -> String { remoteRoot + "/" + relative }
     func localPath(_ relative: String) -> String { localRoot + "/" + relative }
 
-    /// Writes a remote file the way another client would (temp + rename: a new inode).
+    /// Writes a remote file the way another client would (temp + rename: a new inode; for
+    /// WebDAV a file the server's workers own).
     @discardableResult
     func writeRemote(_ relative: String, _ bytes: [UInt8]) throws -> String {
-        try write(remotePath(relative), bytes)
+        try harness.write(relative, bytes)
+        return remotePath(relative)
     }
 
     @discardableResult

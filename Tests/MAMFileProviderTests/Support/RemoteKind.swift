@@ -104,15 +104,7 @@ final class RemoteHarness: @unchecked Sendable {
     }
 
     /// Every regular file below the directory (relative paths, sorted).
-    func files() -> [String] {
-        var result: [String] = []
-        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
-        while let relative = enumerator.nextObject() as? String {
-            var st = stat()
-            if lstat(directory + "/" + relative, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { result.append(relative) }
-        }
-        return result.sorted()
-    }
+    func files() -> [String] { regularFiles(under: directory) }
 
     /// The files below the directory that start with the protected-file magic (must be none).
     func protectedFiles() -> [String] {
