@@ -108,7 +108,7 @@ RCLONE=(rclone --webdav-url "$URL" --webdav-vendor other --webdav-user "$USER_NA
         --webdav-pass "$(rclone obscure "$PASSWORD")" --config /dev/null -q)
 
 # --- The tree and the state ---
-rsync -a --no-links "$TREE/" "$WORK/tree/"
+rsync -a -q --no-links "$TREE/" "$WORK/tree/"
 files=$(find "$WORK/tree" -type f | wc -l); dirs=$(find "$WORK/tree" -mindepth 1 -type d | wc -l)
 export MAMFS_STATE="$WORK/state"
 "$MAMFS" init >/dev/null
