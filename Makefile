@@ -37,7 +37,7 @@ soak: deps
 
 # Benchmarks (docs/PERFORMANCE.md): mamfs against raw, bindfs, gocryptfs and securefs in
 # one run; needs root. BENCH_FLAGS="--quick" for a short run, "--only mamfs-enc" for one mount.
-BENCH_PACKAGES := gocryptfs securefs bindfs fio
+BENCH_PACKAGES := gocryptfs securefs bindfs fio rclone
 BENCH_FLAGS ?=
 .PHONY: bench
 bench: deps
@@ -48,6 +48,17 @@ bench: deps
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product mamfs
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
 	$$sudo python3 Tools/bench/run.py --mamfs "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(BENCH_FLAGS)
+
+# The first sync of /usr/share/doc to a WebDAV server (Apache mod_dav_fs on 127.0.0.1) and back,
+# against rclone copy of the same tree to the same server (docs/PERFORMANCE.md); needs root.
+# BENCH_WEBDAV_ARGS="TREE ROUNDS" to change them, MAMFS_BENCH_ACCOUNT=unmanaged for plain files.
+BENCH_WEBDAV_ARGS ?=
+.PHONY: bench-webdav
+bench-webdav: deps
+	@Tools/install-missing-packages.sh "make bench-webdav" rclone apache2 apache2-utils curl
+	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product mamfs
+	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	$$sudo Tools/bench/webdav-first-sync.sh "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(BENCH_WEBDAV_ARGS)
 
 # Man pages: man/*.scd (scdoc) -> build/man/PAGE.SECTION; the date is the last commit's.
 MAN_PAGES := build/man/mamfs.1 build/man/mamfs-policy.5 build/man/mount.fuse.mamfs.8

@@ -22,6 +22,12 @@ extension NonReplicatedProvider {
     /// - Throws: only local failures that stop the whole pass (`.cannotCreateOutput`).
     @discardableResult
     public func createPlaceholders(progress: ((SyncProgress) -> Void)? = nil) throws -> SyncReport {
+        try createPlaceholders(counter: SyncProgressCounter(progress))
+    }
+
+    /// `createPlaceholders` counting into `counter` (items: every remote item; no content
+    /// bytes move).
+    func createPlaceholders(counter: SyncProgressCounter) throws -> SyncReport {
         var report = SyncReport()
         let items: [FileProviderItem]
         let remoteItems: [RemoteItem]
@@ -45,7 +51,7 @@ extension NonReplicatedProvider {
         applyRemoteMoves(remoteItems, paths: paths, tree: tree, report: &report)
         let byId = Dictionary(remoteItems.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
         var seen = Set<ItemIdentifier>()
-        var done = 0
+        counter.expect(items: items.filter { paths[$0.itemIdentifier] != nil }.count)
         for item in items {
             guard let relative = paths[item.itemIdentifier], let remote = byId[item.itemIdentifier] else { continue }
             seen.insert(item.itemIdentifier)
@@ -54,8 +60,7 @@ extension NonReplicatedProvider {
             } catch {
                 report.errors.append(SyncIssue(path: relative, error: error))
             }
-            done += 1
-            progress?(SyncProgress(done: done, total: items.count, path: relative))
+            counter.advance(relative)
         }
         removeVanished(directory: "", remoteIds: seen, tree: tree, report: &report)
         report.anchor = (try? binding.database.anchor()) ?? 0

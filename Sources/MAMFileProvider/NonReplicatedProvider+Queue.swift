@@ -91,7 +91,9 @@ extension NonReplicatedProvider {
                 report.complete = false
                 return report
             }
-            let pending = uploadPendingChanges(progress: progress)
+            // One counter for both phases, so what is reported never goes down between them.
+            let counter = SyncProgressCounter(progress)
+            let pending = uploadPendingChanges(counter: counter)
             report.created += pending.created
             report.modified += pending.modified
             report.refused += pending.refused
@@ -101,7 +103,7 @@ extension NonReplicatedProvider {
                 return report
             }
             do {
-                let placed = try createPlaceholders(progress: progress)
+                let placed = try createPlaceholders(counter: counter)
                 report.fetched += placed.fetched
                 report.placeholders += placed.placeholders
                 report.deletedLocally += placed.deletedLocally

@@ -389,13 +389,19 @@ public final class NonReplicatedProvider: Sendable {
     ///   remote that is not the volume it was (`ProviderBinding.checkBeforePass`) stops it
     ///   before anything is uploaded.
     public func uploadPendingChanges(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
+        uploadPendingChanges(counter: SyncProgressCounter(progress))
+    }
+
+    /// `uploadPendingChanges` counting into `counter` (items: the files with local changes;
+    /// bytes: their stat sizes, corrected to the plain bytes uploaded).
+    func uploadPendingChanges(counter: SyncProgressCounter) -> SyncReport {
         var report = SyncReport()
         do { try binding.checkBeforePass() } catch {
             report.errors.append(SyncIssue(path: "", error: error))
             report.complete = false
             return report
         }
-        var pending: [String] = []
+        var pending: [(relative: String, size: Int64)] = []
         let tree: ConfinedDirectory
         do { tree = try self.tree() } catch {
             report.errors.append(SyncIssue(path: "", error: error))
@@ -417,16 +423,23 @@ public final class NonReplicatedProvider: Sendable {
                     walk(childRelative)
                 } else if FileSystem.isRegular(st) {
                     let attributes = LocalItemAttributes.read(childRelative, in: tree)
-                    if attributes?.hasLocalChanges(st) ?? true { pending.append(childRelative) }
+                    if attributes?.hasLocalChanges(st) ?? true { pending.append((childRelative, Int64(st.st_size))) }
                 }
             }
         }
         walk("")
-        for (index, relative) in pending.enumerated() {
+        counter.expect(items: pending.count, bytes: pending.reduce(0) { $0 + $1.size })
+        for (relative, size) in pending {
             let path = layout.absolutePath(relative)
             let existed = LocalItemAttributes.read(relative, in: tree) != nil
+            var uploaded: Int64 = 0
+            defer {
+                counter.transferred(uploaded, estimated: size)
+                counter.advance(relative)
+            }
             do {
-                if try itemChanged(localPath: path) != nil {
+                if let item = try itemChanged(localPath: path) {
+                    uploaded = item.size
                     if existed { report.modified += 1 } else { report.created += 1 }
                 }
             } catch {
@@ -438,7 +451,6 @@ public final class NonReplicatedProvider: Sendable {
                     break
                 }
             }
-            progress?(SyncProgress(done: index + 1, total: pending.count, path: relative))
         }
         return report
     }

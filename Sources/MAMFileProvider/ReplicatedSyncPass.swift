@@ -40,7 +40,7 @@ final class ReplicatedSyncPass {
     private struct Stop: Error {}
 
     private let binding: ProviderBinding
-    private let progress: ((SyncProgress) -> Void)?
+    private let counter: SyncProgressCounter
     private var report = SyncReport()
     private var rows: [ItemIdentifier: ItemRecord] = [:]
     private var pathIndex = ExactDictionary<ItemIdentifier>()
@@ -50,8 +50,6 @@ final class ReplicatedSyncPass {
     /// (`ProviderDatabase.reconcileIdentities`).
     private var remoteMoves: [ItemIdentifier: ItemIdentifier] = [:]
     private var local = ExactDictionary<LocalEntry>()
-    private var done = 0
-    private var total = 0
 
     /// The replica, opened once for the pass.
     private let tree: ConfinedDirectory
@@ -62,7 +60,7 @@ final class ReplicatedSyncPass {
     init(binding: ProviderBinding, scanLock: NSLock, progress: ((SyncProgress) -> Void)?) throws {
         self.binding = binding
         self.scanLock = scanLock
-        self.progress = progress
+        counter = SyncProgressCounter(progress)
         tree = try binding.layout.confined()
     }
 
@@ -85,10 +83,11 @@ final class ReplicatedSyncPass {
         scanLock.lock()
         scanLocal("")
         scanLock.unlock()
-        total = rows.count + max(0, remote.count - rows.count) + max(0, local.count - rows.count)
+        counter.expect(items: rows.count + max(0, remote.count - rows.count) + max(0, local.count - rows.count))
         do {
             if try pushLocalMoves() { try attemptStep("") { try loadRemote() } }
             applyRemoteRenames()
+            counter.expect(items: 0, bytes: expectedBytes())
             try reconcileKnownItems()
             try fetchNewRemoteItems()
             try uploadNewLocalItems()
@@ -168,8 +167,21 @@ final class ReplicatedSyncPass {
     }
 
     private func tick(_ path: String) {
-        done += 1
-        progress?(SyncProgress(done: done, total: max(total, done), path: path))
+        counter.advance(path)
+    }
+
+    /// Content bytes the rest of the pass expects to move (once moves and renames are known,
+    /// so a moved item is not counted): remote files new or changed since the last pass (their
+    /// listed size), local files new or changed (their stat size).
+    private func expectedBytes() -> Int64 {
+        var bytes: Int64 = 0
+        for item in remote.values where item.type == .file {
+            if rows[item.identifier]?.version.contentVersion != item.version.contentVersion { bytes += item.size }
+        }
+        for (path, entry) in local where entry.type == .file {
+            if pathIndex[path].flatMap({ rows[$0] })?.local != entry.stamp { bytes += entry.stamp.size }
+        }
+        return bytes
     }
 
     /// Runs one item's step; problems are reported against `path`. An unreachable remote stops
@@ -462,6 +474,7 @@ final class ReplicatedSyncPass {
             let temp = try layout.makeTemporaryFile(name: item.filename)
             let download = try PlainBuffer(name: "mamfs-download")
             fetched = try store.readContents(of: item.identifier, into: download.url)
+            counter.transferred(download.byteCount, estimated: item.size)
             try ProviderRules.writeProvidedCopy(plain: download, owner: owner, destination: temp.path,
                                                 context: binding.context)
             chmod(temp.path, mode_t(fetched.mode ?? 0o644) & 0o777)
@@ -504,6 +517,7 @@ final class ReplicatedSyncPass {
         let (copy, stamp) = try plainContents(row.localPath)
         do {
             let result = try store.modify(row.identifier, baseVersion: row.version.contentVersion, contentsURL: copy.url)
+            counter.transferred(copy.byteCount, estimated: stamp.size)
             updated = record(for: result, localPath: row.localPath, stamp: stamp)
             try save(updated, replacing: row.identifier)
             report.modified += 1
@@ -550,6 +564,7 @@ final class ReplicatedSyncPass {
             let (copy, before) = try plainContents(relative)
             stamp = before
             item = try store.create(parent: parent, name: name, contents: .file(copy.url))
+            counter.transferred(copy.byteCount, estimated: before.size)
         }
         try save(record(for: item, localPath: relative, stamp: stamp))
         report.created += 1

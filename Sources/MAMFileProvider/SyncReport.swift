@@ -59,14 +59,35 @@ public struct SyncIssue: Codable, Equatable, Sendable, CustomStringConvertible {
     public var description: String { path.isEmpty ? message : "\(path): \(message)" }
 }
 
-/// Progress of a pass, for a progress line on a tty.
-public struct SyncProgress: Sendable {
+/// Progress of a pass, for a progress line on a terminal or `--json` progress lines.
+///
+/// `done` and `bytesDone` never go down within a pass; `total` and `bytesTotal` are what the
+/// pass expects so far: they grow while the trees are walked (a non-replicated pass adds the
+/// remote items when it starts refreshing placeholders) and `bytesTotal` is corrected to the
+/// bytes actually moved as each transfer ends (a local file's expected size is its stat size,
+/// which for an encrypted file is larger than the plain bytes that go up). Both are always at
+/// least `done` / `bytesDone`.
+public struct SyncProgress: Equatable, Sendable {
     /// Items handled so far in this pass.
     public var done: Int
-    /// Items the pass expects to look at (grows while the trees are walked).
+    /// Items the pass expects to look at.
     public var total: Int
-    /// The local path (relative) just handled.
+    /// Content bytes moved so far (plain bytes uploaded to or downloaded from the remote;
+    /// directories, symlinks and placeholders move none).
+    public var bytesDone: Int64
+    /// Content bytes the pass expects to move: sizes from the remote listing for contents to
+    /// fetch, from a local stat for contents to upload.
+    public var bytesTotal: Int64
+    /// The local path (relative to the root) just handled.
     public var path: String
+
+    public init(done: Int, total: Int, bytesDone: Int64 = 0, bytesTotal: Int64 = 0, path: String) {
+        self.done = done
+        self.total = total
+        self.bytesDone = bytesDone
+        self.bytesTotal = bytesTotal
+        self.path = path
+    }
 }
 
 /// Converts the errors of this module to `MAMError` (the type the CLI and the mount map to

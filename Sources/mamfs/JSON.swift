@@ -9,4 +9,12 @@ enum JSON {
         }
         return (String(data: data, encoding: .utf8) ?? "") + "\n"
     }
+
+    /// One object on one line (JSON lines: keys sorted, no whitespace, a trailing newline).
+    static func line(_ value: Any) throws -> String {
+        let data = try attempt(nil) {
+            try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+        }
+        return (String(data: data, encoding: .utf8) ?? "") + "\n"
+    }
 }

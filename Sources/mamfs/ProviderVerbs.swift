@@ -9,14 +9,22 @@ import MAMProtection
 enum ProviderVerbs {
     static let sync = Verb(
         "provider sync",
-        usage: ["mamfs provider sync BACKING [--remote DIR|URL] [--account ACCOUNT] [--remote-credentials FILE] [--remote-ca FILE] [--state DIR]"],
-        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. Shows progress when stderr is a terminal. Exit \(ExitCode.ok) clean, \(ExitCode.tempFail) remote unreachable (retry later), \(ExitCode.noPerm) an upload was refused by policy, \(ExitCode.ioErr) other item errors.",
+        usage: ["mamfs provider sync BACKING [--remote DIR|URL] [--account ACCOUNT] [--remote-credentials FILE] [--remote-ca FILE] [--json] [--state DIR]"],
+        summary: "Run one sync pass of the provider root BACKING with its remote: a replicated root (the default for a new one) exchanges changes both ways; a non-replicated one refreshes its placeholders. When stderr is a terminal one line shows items and bytes done of those expected, the rate and the time left. Exit \(ExitCode.ok) clean, \(ExitCode.tempFail) remote unreachable (retry later), \(ExitCode.noPerm) an upload was refused by policy, \(ExitCode.ioErr) other item errors.",
         options: ["--remote DIR|URL        the remote directory or WebDAV URL; needed the first time, must match afterwards",
                   "--account ACCOUNT       the domain's account the first time (default: unmanaged)",
                   "--remote-credentials FILE  WebDAV login (netrc file, mode 0600; default: MAMFS_REMOTE_USER",
                   "                        and MAMFS_REMOTE_PASSWORD)",
-                  "--remote-ca FILE        a PEM CA bundle to trust for the WebDAV server"],
-        spec: ArgumentSpec(options: ["--remote", "--account", "--remote-credentials", "--remote-ca"], positionals: 1...1),
+                  "--remote-ca FILE        a PEM CA bundle to trust for the WebDAV server",
+                  "--json                  print JSON lines on stdout instead: at most 4 a second and a",
+                  "                        last one {\"event\":\"progress\", items, itemsTotal, bytes,",
+                  "                        bytesTotal, bytesPerSecond, etaSeconds (null: unknown), path},",
+                  "                        then one {\"event\":\"done\", items, itemsTotal, bytes,",
+                  "                        bytesTotal, elapsedSeconds, exitCode, fetched, placeholders,",
+                  "                        deletedLocally, movedLocally, created, modified,",
+                  "                        deletedRemotely, movedRemotely, conflicts, refused, errors",
+                  "                        [{path, message, errno}], complete, anchor}"],
+        spec: ArgumentSpec(flags: ["--json"], options: ["--remote", "--account", "--remote-credentials", "--remote-ca"], positionals: 1...1),
         run: runSync)
 
     static let status = Verb(
@@ -82,24 +90,29 @@ enum ProviderVerbs {
         if let remote = arguments.value("--remote"), remote.isEmpty { throw UsageError("--remote needs a directory") }
         let context = try invocation.openContext()
         let root = BackingPath.resolve(backing)
-        let progress = ProgressLine(prefix: "mamfs: provider sync: \(backing): ")
+        let json = arguments.flag("--json")
+        let progress = SyncProgressOutput(prefix: "mamfs: provider sync: ", json: json)
         let report: SyncReport
         do {
             report = try attempt(backing) {
                 try MAMFileProvider.ProviderCommands.sync(localPath: root, remote: arguments.value("--remote"), context: context,
                                                           account: arguments.value("--account"),
                                                           access: MountVerbs.remoteAccess(arguments)) { step in
-                    progress.update("\(step.done)/\(step.total) \(step.path)")
+                    progress.update(step)
                 }
             }
             progress.finish()
         } catch {
-            progress.finish()
+            progress.abandon()
             throw error
         }
         for issue in report.errors {
             invocation.report(CommandFailure(subject: issue.path.isEmpty ? backing : issue.path, message: issue.message,
                                              exitCode: report.exitCode))
+        }
+        if json {
+            try progress.done(report)
+            return report.exitCode
         }
         var counts: [String] = []
         let pairs: [(String, Int)] = [("fetched", report.fetched), ("placeholders", report.placeholders),

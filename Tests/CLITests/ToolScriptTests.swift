@@ -32,6 +32,17 @@ struct ToolScriptTests {
         #expect(!FuseMounts.isMounted(demoDirectory + "/mnt") && !FuseMounts.isMounted(demoDirectory + "/cloud"))
     }
 
+    @Test("the WebDAV first-sync bench is executable, parses (bash -n) and says how it is run")
+    func webdavBenchParses() throws {
+        let script = Self.tool("bench/webdav-first-sync.sh")
+        #expect(access(script, X_OK) == 0, "\(script) is not executable")
+        let parsed = try runProcess("/bin/bash", ["-n", script], environment: testEnvironment())
+        #expect(parsed.status == 0, "\(parsed.err)")
+        #expect(parsed.stderr.isEmpty, "\(parsed.err)")
+        let help = try String(contentsOfFile: script, encoding: .utf8)
+        #expect(help.contains("# usage: Tools/bench/webdav-first-sync.sh PATH/TO/mamfs(release) [TREE=/usr/share/doc] [ROUNDS=3]"))
+    }
+
     @Test("conformance: without the third-party directory the run is skipped with a message and exit 0")
     func conformanceSkipped() throws {
         let missing = try TempDirectory(prefix: "mamfs-no-third-party")

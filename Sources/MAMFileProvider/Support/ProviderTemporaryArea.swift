@@ -123,4 +123,10 @@ final class PlainBuffer {
     /// A path that opens the buffer (`/proc/self/fd/N`), for APIs that take a path or URL.
     var path: String { ProcessDescriptorPath.path(of: fd) }
     var url: URL { URL(fileURLWithPath: path) }
+
+    /// The bytes in the buffer (0 when it cannot be stat'ed).
+    var byteCount: Int64 {
+        var st = stat()
+        return fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
+    }
 }
