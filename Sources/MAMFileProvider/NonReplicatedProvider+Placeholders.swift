@@ -113,12 +113,8 @@ extension NonReplicatedProvider {
     /// Removes local items whose remote item is gone (keeping those with local changes).
     private func removeVanished(directory relative: String, remoteIds: Set<ItemIdentifier>, tree: ConfinedDirectory,
                                 report: inout SyncReport) {
-        guard let names = tree.names(in: relative) else { return }
-        for name in names {
-            if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
-            if FileSystem.isTemporaryName(name) { continue }
-            let child = relative.isEmpty ? name : relative + "/" + name
-            guard let st = tree.lstat(child) else { continue }
+        guard let entries = itemEntries(in: relative, tree: tree) else { return }
+        for (child, st) in entries {
             if FileSystem.isDirectory(st) {
                 removeVanished(directory: child, remoteIds: remoteIds, tree: tree, report: &report)
                 if let id = tree.getAttribute(child, LocalItemAttributes.itemAttribute), !remoteIds.contains(ItemIdentifier(id)) {

@@ -75,12 +75,8 @@ extension NonReplicatedProvider {
     /// and the content version of each file.
     private func scanItems(_ relative: String, tree: ConfinedDirectory, into local: inout [ItemIdentifier: String],
                            versions: inout [ItemIdentifier: String]) {
-        guard let names = tree.names(in: relative) else { return }
-        for name in names {
-            if relative.isEmpty && name == ProviderLayout.metadataDirectoryName { continue }
-            if FileSystem.isTemporaryName(name) { continue }
-            let child = relative.isEmpty ? name : relative + "/" + name
-            guard let st = tree.lstat(child) else { continue }
+        guard let entries = itemEntries(in: relative, tree: tree) else { return }
+        for (child, st) in entries {
             if FileSystem.isDirectory(st) {
                 if let id = tree.getAttribute(child, LocalItemAttributes.itemAttribute) { local[ItemIdentifier(id)] = child }
                 scanItems(child, tree: tree, into: &local, versions: &versions)
