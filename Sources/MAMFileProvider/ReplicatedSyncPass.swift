@@ -31,30 +31,30 @@ import MAMSystem
 /// step fail with ELOOP, reported), nothing outside the replica is reached. A local name that is
 /// not valid UTF-8 is skipped and reported.
 final class ReplicatedSyncPass {
-    private struct LocalEntry {
+    struct LocalEntry {
         var type: ItemType
         var stamp: LocalStamp
     }
 
     /// Thrown to stop a pass (the remote became unreachable); the issue is already reported.
-    private struct Stop: Error {}
+    struct Stop: Error {}
 
-    private let binding: ProviderBinding
-    private let counter: SyncProgressCounter
-    private var report = SyncReport()
-    private var rows: [ItemIdentifier: ItemRecord] = [:]
-    private var pathIndex = ExactDictionary<ItemIdentifier>()
-    private var remote: [ItemIdentifier: RemoteItem] = [:]
-    private var remotePaths: [ItemIdentifier: String] = [:]
+    let binding: ProviderBinding
+    let counter: SyncProgressCounter
+    var report = SyncReport()
+    var rows: [ItemIdentifier: ItemRecord] = [:]
+    var pathIndex = ExactDictionary<ItemIdentifier>()
+    var remote: [ItemIdentifier: RemoteItem] = [:]
+    var remotePaths: [ItemIdentifier: String] = [:]
     /// Items the store's file ids show moved on the remote: old store identifier -> new one
     /// (`ProviderDatabase.reconcileIdentities`).
-    private var remoteMoves: [ItemIdentifier: ItemIdentifier] = [:]
-    private var local = ExactDictionary<LocalEntry>()
+    var remoteMoves: [ItemIdentifier: ItemIdentifier] = [:]
+    var local = ExactDictionary<LocalEntry>()
 
     /// The replica, opened once for the pass.
-    private let tree: ConfinedDirectory
+    let tree: ConfinedDirectory
     /// Held while the local tree is read (see `ReplicatedProvider.renamingLocally`).
-    private let scanLock: NSLock
+    let scanLock: NSLock
 
     /// - Throws: `MAMError.system` when the replica cannot be opened.
     init(binding: ProviderBinding, scanLock: NSLock, progress: ((SyncProgress) -> Void)?) throws {
@@ -64,10 +64,10 @@ final class ReplicatedSyncPass {
         tree = try binding.layout.confined()
     }
 
-    private var layout: ProviderLayout { binding.layout }
-    private var store: any RemoteStore { binding.remote }
-    private var database: ProviderDatabase { binding.database }
-    private var owner: String { binding.accountId }
+    var layout: ProviderLayout { binding.layout }
+    var store: any RemoteStore { binding.remote }
+    var database: ProviderDatabase { binding.database }
+    var owner: String { binding.accountId }
 
     func run() -> SyncReport {
         do {
@@ -101,7 +101,7 @@ final class ReplicatedSyncPass {
 
     // MARK: State
 
-    private func setRow(_ row: ItemRecord, replacing old: ItemIdentifier?) {
+    func setRow(_ row: ItemRecord, replacing old: ItemIdentifier?) {
         if let old, let previous = rows.removeValue(forKey: old), pathIndex[previous.localPath] == old {
             pathIndex[previous.localPath] = nil
         }
@@ -115,7 +115,7 @@ final class ReplicatedSyncPass {
     /// Saves `row` (in place of the row of `old`) and records its stable identifier, carried
     /// from `old`; `identity: false` for a row whose store identifier is about to be replaced
     /// (a child of a directory renamed on the remote, before its own rename is applied).
-    private func save(_ row: ItemRecord, replacing old: ItemIdentifier? = nil, identity: Bool = true) throws {
+    func save(_ row: ItemRecord, replacing old: ItemIdentifier? = nil, identity: Bool = true) throws {
         try database.database.transaction {
             if let old, old != row.identifier { try database.remove(old) }
             try database.upsert(row)
@@ -126,19 +126,19 @@ final class ReplicatedSyncPass {
         setRow(row, replacing: old)
     }
 
-    private func forget(_ id: ItemIdentifier) throws {
+    func forget(_ id: ItemIdentifier) throws {
         try database.remove(id)
         if let row = rows.removeValue(forKey: id), pathIndex[row.localPath] == id { pathIndex[row.localPath] = nil }
     }
 
-    private func loadRemote() throws {
+    func loadRemote() throws {
         let items = try store.enumerateTree()
         remote = Dictionary(items.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
         remotePaths = ProviderBinding.localPaths(of: items)
         remoteMoves.merge(try database.reconcileIdentities(with: items)) { _, new in new }
     }
 
-    private func scanLocal(_ relative: String) {
+    func scanLocal(_ relative: String) {
         let names = tree.names(in: relative) { escaped in
             let path = relative.isEmpty ? escaped : relative + "/" + escaped
             report.errors.append(SyncIssue(path: path, error: MAMError.invalidArguments("the local name is not valid UTF-8; skipped")))
@@ -154,26 +154,26 @@ final class ReplicatedSyncPass {
         }
     }
 
-    private func localEntry(_ relative: String) -> LocalEntry? {
+    func localEntry(_ relative: String) -> LocalEntry? {
         guard let st = tree.lstat(relative), let type = FileSystem.itemType(st) else { return nil }
         return LocalEntry(type: type, stamp: LocalStamp(st))
     }
 
     /// Moves the local map entries of `from` (and below it) to `to`.
-    private func moveLocalEntries(from: String, to: String) {
+    func moveLocalEntries(from: String, to: String) {
         for key in local.keys where ExactName.isSelfOrBelow(key, from) {
             local[to + ExactName.dropPrefix(key, from)] = local.removeValue(forKey: key)
         }
     }
 
-    private func tick(_ path: String) {
+    func tick(_ path: String) {
         counter.advance(path)
     }
 
     /// Content bytes the rest of the pass expects to move (once moves and renames are known,
     /// so a moved item is not counted): remote files new or changed since the last pass (their
     /// listed size), local files new or changed (their stat size).
-    private func expectedBytes() -> Int64 {
+    func expectedBytes() -> Int64 {
         var bytes: Int64 = 0
         for item in remote.values where item.type == .file {
             if rows[item.identifier]?.version.contentVersion != item.version.contentVersion { bytes += item.size }
@@ -186,7 +186,7 @@ final class ReplicatedSyncPass {
 
     /// Runs one item's step; problems are reported against `path`. An unreachable remote stops
     /// the pass; a refusal by policy is counted in `refused`.
-    private func attemptStep(_ path: String, _ body: () throws -> Void) throws {
+    func attemptStep(_ path: String, _ body: () throws -> Void) throws {
         do {
             try body()
         } catch let error as RemoteError {
@@ -203,7 +203,7 @@ final class ReplicatedSyncPass {
     // MARK: Step 2: local moves
 
     /// - Returns: true when something was moved on the remote (the listing is then re-read).
-    private func pushLocalMoves() throws -> Bool {
+    func pushLocalMoves() throws -> Bool {
         var byInode: [UInt64: String] = [:]
         for (path, entry) in local where pathIndex[path] == nil && entry.type != .symlink {
             byInode[entry.stamp.inode] = path
@@ -244,7 +244,7 @@ final class ReplicatedSyncPass {
 
     /// After a directory moved on the remote, gives the rows below it their new identifiers
     /// (read from the remote) and local paths.
-    private func reidentifyDescendants(oldLocal: String, newLocal: String, directory: ItemIdentifier) throws {
+    func reidentifyDescendants(oldLocal: String, newLocal: String, directory: ItemIdentifier) throws {
         let subtree = try store.enumerateTree(from: directory)
         var relative: [ItemIdentifier: String] = [directory: ""]
         var byRelative = ExactDictionary<RemoteItem>()
@@ -269,7 +269,7 @@ final class ReplicatedSyncPass {
 
     /// The remote identifier of a local directory: its row, or (for a directory not uploaded
     /// yet) a new remote directory, made with its missing parents.
-    private func remoteDirectory(forLocal relative: String) throws -> ItemIdentifier {
+    func remoteDirectory(forLocal relative: String) throws -> ItemIdentifier {
         if relative.isEmpty { return .rootContainer }
         if let id = pathIndex[relative], rows[id]?.type == .directory { return id }
         let parent = try remoteDirectory(forLocal: PathName.parent(of: relative))
@@ -287,14 +287,14 @@ final class ReplicatedSyncPass {
         return item.identifier
     }
 
-    private func record(for item: RemoteItem, localPath: String, stamp: LocalStamp) -> ItemRecord {
+    func record(for item: RemoteItem, localPath: String, stamp: LocalStamp) -> ItemRecord {
         ItemRecord(identifier: item.identifier, parent: item.parentIdentifier, filename: item.filename, type: item.type,
                    size: item.size, version: item.version, owner: owner, localPath: localPath, local: stamp)
     }
 
     // MARK: Step 3: remote renames
 
-    private func applyRemoteRenames() {
+    func applyRemoteRenames() {
         // Moves the store's file ids show are taken first; the others are matched by type and
         // contentVersion.
         let movedTo = remoteMoves.filter { rows[$0.key] != nil && remote[$0.key] == nil && rows[$0.value] == nil && remote[$0.value] != nil }
@@ -360,7 +360,7 @@ final class ReplicatedSyncPass {
 
     // MARK: Step 4: known items
 
-    private func reconcileKnownItems() throws {
+    func reconcileKnownItems() throws {
         let ordered = rows.values.sorted { FileSystem.depth($0.localPath) > FileSystem.depth($1.localPath) }.map(\.identifier)
         for id in ordered {
             guard let row = rows[id] else { continue }
@@ -369,7 +369,7 @@ final class ReplicatedSyncPass {
         }
     }
 
-    private func reconcile(_ row: ItemRecord) throws {
+    func reconcile(_ row: ItemRecord) throws {
         let entry = local[row.localPath].flatMap { $0.type == row.type ? $0 : nil }
         let item = remote[row.identifier].flatMap { $0.type == row.type ? $0 : nil }
         let localChanged = row.type != .directory && entry.map { $0.stamp != row.local } ?? false
@@ -411,7 +411,7 @@ final class ReplicatedSyncPass {
         }
     }
 
-    private func deleteLocally(_ row: ItemRecord) throws {
+    func deleteLocally(_ row: ItemRecord) throws {
         if row.type == .directory {
             if tree.rmdir(row.localPath) != 0 {
                 // Not empty: holds local items the remote does not have; they are uploaded anew.
@@ -431,7 +431,7 @@ final class ReplicatedSyncPass {
 
     /// Mirrors `deleteItemWithIdentifier:baseVersion:`: deletes the remote item if it is still
     /// at the version the replica had; otherwise the remote wins and the item is fetched again.
-    private func deleteItem(_ row: ItemRecord, remote item: RemoteItem) throws {
+    func deleteItem(_ row: ItemRecord, remote item: RemoteItem) throws {
         do {
             try store.delete(row.identifier, baseVersion: row.type == .directory ? nil : row.version.contentVersion)
             remote[row.identifier] = nil
@@ -443,136 +443,9 @@ final class ReplicatedSyncPass {
         }
     }
 
-    // MARK: Contents
-
-    /// Mirrors `fetchContentsForItemWithIdentifier:version:`: downloads the item into a temp
-    /// file, makes the provided copy (`ProviderRules.writeProvidedCopy`: encrypted for the
-    /// domain's account exactly when its policy says `shouldFileProviderEncryptFiles`) and
-    /// moves it into the replica at `relative` atomically — only while the local file is still
-    /// what was last synced (`expecting`), or absent (`expecting == nil`).
-    private func fetchContents(_ item: RemoteItem, into relative: String, expecting: LocalStamp?) throws -> ItemRecord {
-        let current = localEntry(relative)
-        if let expecting {
-            guard current?.stamp == expecting else {
-                throw MAMError.system("\(relative) changed during the sync; retried next pass", errno: EAGAIN)
-            }
-        } else if current != nil {
-            throw MAMError.cannotCreateOutput("\(relative) appeared during the sync; retried next pass")
-        }
-        var fetched = item
-        switch item.type {
-        case .directory:
-            guard tree.mkdir(relative, mode_t(item.mode ?? 0o755) & 0o777 | 0o700) == 0 else { throw MAMError.fromErrno("mkdir \(relative)") }
-        case .symlink:
-            let temp = try layout.makeTemporaryFile(name: item.filename)
-            unlink(temp.path)
-            guard tree.symlink(item.symlinkTarget ?? "", temp.relative) == 0 else { throw MAMError.fromErrno("symlink \(relative)") }
-            try temp.move(to: relative, in: tree)
-        case .file:
-            // The plain download stays in memory; only the provided copy (encrypted as it is
-            // written when the policy says so) goes to the replica's disk.
-            let temp = try layout.makeTemporaryFile(name: item.filename)
-            let download = try PlainBuffer(name: "mamfs-download")
-            fetched = try store.readContents(of: item.identifier, into: download.url)
-            counter.transferred(download.byteCount, estimated: item.size)
-            try ProviderRules.writeProvidedCopy(plain: download, owner: owner, destination: temp.path,
-                                                context: binding.context)
-            chmod(temp.path, mode_t(fetched.mode ?? 0o644) & 0o777)
-            if let expecting {
-                guard localEntry(relative)?.stamp == expecting else {
-                    throw MAMError.system("\(relative) changed during the sync; retried next pass", errno: EAGAIN)
-                }
-                try temp.move(to: relative, in: tree)
-            } else {
-                try temp.move(to: relative, in: tree, noReplace: true)
-            }
-        }
-        guard let entry = localEntry(relative) else { throw MAMError.fileNotFound(relative) }
-        local[relative] = entry
-        return record(for: fetched, localPath: relative, stamp: entry.stamp)
-    }
-
-    /// The plain bytes of a local file for upload (receive check + decryption to a copy), with
-    /// the local stat taken just before the copy so later changes are seen as changes.
-    private func plainContents(_ relative: String) throws -> (copy: PlainBuffer, stamp: LocalStamp) {
-        guard let before = localEntry(relative) else { throw MAMError.fileNotFound(relative) }
-        let (copy, _) = try ProviderRules.plainCopyForUpload(relative: relative, in: tree, receiver: owner,
-                                                             context: binding.context)
-        return (copy, before.stamp)
-    }
-
-    /// Mirrors `modifyItem:baseVersion:changedFields:contents:` for changed contents: the plain
-    /// copy replaces the remote contents if the remote is still at the replica's base version.
-    private func modifyItem(_ row: ItemRecord, remote item: RemoteItem) throws {
-        var updated = row
-        if row.type == .symlink {
-            guard let target = tree.readLink(row.localPath), let entry = localEntry(row.localPath) else { return }
-            try store.delete(row.identifier, baseVersion: row.version.contentVersion)
-            let created = try store.create(parent: row.parent, name: row.filename, contents: .symlink(target))
-            updated = record(for: created, localPath: row.localPath, stamp: entry.stamp)
-            try save(updated, replacing: row.identifier)
-            report.modified += 1
-            return
-        }
-        let (copy, stamp) = try plainContents(row.localPath)
-        do {
-            let result = try store.modify(row.identifier, baseVersion: row.version.contentVersion, contentsURL: copy.url)
-            counter.transferred(copy.byteCount, estimated: stamp.size)
-            updated = record(for: result, localPath: row.localPath, stamp: stamp)
-            try save(updated, replacing: row.identifier)
-            report.modified += 1
-        } catch RemoteError.conflict {
-            guard let latest = try? store.item(row.identifier) else { throw RemoteError.notFound(row.identifier) }
-            try keepBoth(row, remote: latest)
-        }
-    }
-
-    /// Both sides changed: the local file is renamed to `name (conflict HOST DATE).ext` (and
-    /// uploaded as a new item in step 6), the remote version is fetched under the original name.
-    private func keepBoth(_ row: ItemRecord, remote item: RemoteItem) throws {
-        let parent = PathName.parent(of: row.localPath)
-        let remoteSiblings = Set(remotePaths.values.filter { PathName.parent(of: $0) == parent }.map(FileSystem.lastComponent))
-        let name = ConflictName.make(for: row.filename) { candidate in
-            let relative = parent.isEmpty ? candidate : parent + "/" + candidate
-            return remoteSiblings.contains(candidate) || local[relative] != nil || localEntry(relative) != nil
-        }
-        let conflictRelative = parent.isEmpty ? name : parent + "/" + name
-        guard tree.rename(row.localPath, conflictRelative, flags: SystemConstants.renameNoReplace) == 0 else {
-            throw MAMError.fromErrno("rename \(row.localPath) to its conflict name")
-        }
-        moveLocalEntries(from: row.localPath, to: conflictRelative)
-        report.conflicts += 1
-        try save(try fetchContents(item, into: row.localPath, expecting: nil), replacing: row.identifier)
-        report.fetched += 1
-    }
-
-    /// Mirrors `createItemBasedOnTemplate:fields:contents:`: a new local item goes up as a new
-    /// remote item; a file as its plain copy (receive check + decryption first).
-    private func createItem(localPath relative: String) throws {
-        guard let entry = localEntry(relative) else { return }
-        let parent = try remoteDirectory(forLocal: PathName.parent(of: relative))
-        let name = FileSystem.lastComponent(relative)
-        let item: RemoteItem
-        var stamp = entry.stamp
-        switch entry.type {
-        case .directory:
-            _ = try remoteDirectory(forLocal: relative)
-            return
-        case .symlink:
-            item = try store.create(parent: parent, name: name, contents: .symlink(tree.readLink(relative) ?? ""))
-        case .file:
-            let (copy, before) = try plainContents(relative)
-            stamp = before
-            item = try store.create(parent: parent, name: name, contents: .file(copy.url))
-            counter.transferred(copy.byteCount, estimated: before.size)
-        }
-        try save(record(for: item, localPath: relative, stamp: stamp))
-        report.created += 1
-    }
-
     // MARK: Steps 5 and 6: new items
 
-    private func fetchNewRemoteItems() throws {
+    func fetchNewRemoteItems() throws {
         let fresh = remote.values.filter { rows[$0.identifier] == nil && remotePaths[$0.identifier] != nil }
             .sorted { FileSystem.depth(remotePaths[$0.identifier] ?? "") < FileSystem.depth(remotePaths[$1.identifier] ?? "") }
         for item in fresh {
@@ -603,7 +476,7 @@ final class ReplicatedSyncPass {
         }
     }
 
-    private func uploadNewLocalItems() throws {
+    func uploadNewLocalItems() throws {
         let fresh = local.keys.filter { pathIndex[$0] == nil }.sorted { FileSystem.depth($0) < FileSystem.depth($1) }
         for relative in fresh where pathIndex[relative] == nil {
             let parent = PathName.parent(of: relative)
