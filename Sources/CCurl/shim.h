@@ -2,6 +2,11 @@
 #define MAMFS_CCURL_SHIM_H
 #include <curl/curl.h>
 
+/* The version of the libcurl linked in, e.g. "7.88.1" (CURLVERSION_NOW is a macro Swift cannot import). */
+static inline const char *mamfs_curl_version_number(void) {
+    return curl_version_info(CURLVERSION_NOW)->version;
+}
+
 /* curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call: one typed
    wrapper per argument kind. */
 static inline CURLcode mamfs_curl_setopt_long(CURL *handle, CURLoption option, long value) {

@@ -25,3 +25,5 @@ const char *mamfs_xml_namespace(void *node) {
 char *mamfs_xml_text(void *node) { return (char *)xmlNodeGetContent((xmlNodePtr)node); }
 
 void mamfs_xml_free_text(char *text) { xmlFree(text); }
+
+const char *mamfs_xml_version(void) { return xmlParserVersion; }

@@ -1,4 +1,6 @@
 import Foundation
+import MAMFS
+import MAMFileProvider
 import MAMProtection
 
 /// `diagnose` and `scrub`: a report to share when something is wrong, and the values it hides.
@@ -6,7 +8,7 @@ enum DiagnoseCommands {
     static let diagnose = Verb(
         "diagnose",
         usage: ["mamfs diagnose [--json] [--state DIR]"],
-        summary: "Print a diagnostic report: versions (mamfs, SQLite, OpenSSL, state schema), state directory checks (modes, owners, SQLite integrity_check, how the master key is kept and how many keys each account has; never key bytes), the mamfs mounts of /proc/self/mountinfo with their options, every account with a summary of its policy, the allowed accounts and the last 10 audit records. Every value of the scrub list (see 'mamfs scrub') is replaced by [scrubbed].",
+        summary: "Print a diagnostic report: versions (mamfs, SQLite, OpenSSL, libfuse, libcurl, libxml2, state schema), state directory checks (modes, owners, SQLite integrity_check, how the master key is kept and how many keys each account has; never key bytes), the mamfs mounts of /proc/self/mountinfo with their options, every account with a summary of its policy, the allowed accounts and the last 10 audit records. Every value of the scrub list (see 'mamfs scrub') is replaced by [scrubbed].",
         options: ["--json                  print the report as one JSON object {versions, state, mounts, accounts,",
                   "                        allowedAccounts, audit}"],
         spec: ArgumentSpec(flags: ["--json"]),
@@ -15,7 +17,7 @@ enum DiagnoseCommands {
     static let scrub = Verb(
         "scrub",
         usage: ["mamfs scrub [VALUE...] [--clear] [--json] [--state DIR]"],
-        summary: "Set the scrub list to the VALUEs (UPNs, paths, any text; matched case-insensitively), replacing it; without VALUE show it; --clear removes it. 'mamfs diagnose' replaces every occurrence of a value with [scrubbed].",
+        summary: "Set the scrub list to the VALUEs (UPNs, paths, any text; matched case-insensitively), replacing it; without VALUE show it; --clear removes it. 'mamfs diagnose' and the log of every mount of the state replace every occurrence of a value with [scrubbed].",
         options: ["--clear                 remove the list",
                   "--json                  show the list as {\"scrub\": [VALUE...]}"],
         spec: ArgumentSpec(flags: ["--clear", "--json"], atLeast: 0),
@@ -23,7 +25,10 @@ enum DiagnoseCommands {
 
     static func runDiagnose(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let context = try invocation.openContext()
-        let report = try attempt(nil) { try DiagnosticReport.collect(context: context, toolVersion: CommandLineTool.version) }
+        let report = try attempt(nil) { 
+            try DiagnosticReport.collect(context: context, toolVersion: CommandLineTool.version,
+                                         libraryVersions: RemoteLibraryVersions.all.merging(["libfuse": FuseLibraryVersion.current]) { a, _ in a })
+        }
         if arguments.flag("--json") {
             Output.out(try JSON.text(report.tree))
         } else {

@@ -50,6 +50,9 @@ struct DiagnoseCommandTests {
         #expect(versions?["mamfs"] as? String != nil)
         #expect((versions?["sqlite"] as? String)?.hasPrefix("3.") == true)
         #expect((versions?["openssl"] as? String)?.contains("OpenSSL") == true)
+        #expect((versions?["libfuse"] as? String)?.hasPrefix("3.") == true)
+        #expect((versions?["libcurl"] as? String)?.first?.isNumber == true)
+        #expect((versions?["libxml2"] as? String).flatMap { Int($0) }.map { $0 >= 20900 } == true)
         let state = report["state"] as? [String: Any]
         #expect(state?["integrityCheck"] as? String == "ok")
         #expect((state?["directory"] as? [String: Any])?["mode"] as? String == "0700")

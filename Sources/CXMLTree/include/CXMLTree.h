@@ -20,4 +20,7 @@ const char *mamfs_xml_namespace(void *node);
 /* The text of the element and its descendants, malloc'd (free with mamfs_xml_free_text). */
 char *mamfs_xml_text(void *node);
 void mamfs_xml_free_text(char *text);
+
+/* The version of the libxml2 linked in, e.g. "21004" for 2.10.4 (libxml2's xmlParserVersion). */
+const char *mamfs_xml_version(void);
 #endif

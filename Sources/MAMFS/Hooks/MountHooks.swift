@@ -112,12 +112,14 @@ enum ProviderNames {
 }
 
 extension OverlayFilesystem {
-    /// The hooks of a mount with `options`: plain, or the provider's binding of `rootPath`.
+    /// The hooks of a mount with `options`: plain, or the provider's binding of `rootPath`;
+    /// the provider's lines go to `daemonLog`.
     /// - Throws: `MAMError` from binding the provider (see `NonReplicatedProvider`,
     ///   `ReplicatedProvider`).
-    static func makeHooks(options: MountOptions, rootPath: String, context: ProtectionContext) throws -> any MountHooks {
+    static func makeHooks(options: MountOptions, rootPath: String, context: ProtectionContext,
+                          log daemonLog: DaemonLog) throws -> any MountHooks {
         guard let kind = options.provider, let remote = options.remote else { return PlainMountHooks() }
-        let log: @Sendable (String) -> Void = { OverlayFilesystem.writeLog($0) }
+        let log: @Sendable (String) -> Void = { daemonLog.write($0) }
         let binding = try BoundProvider(kind: kind, rootPath: rootPath, remote: remote, access: options.remoteAccess,
                                         account: options.account,
                                           context: context, log: log)

@@ -41,6 +41,7 @@ extension OverlayFilesystem {
             state.wipedOwners = wiped
         }
         enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
+        daemonLog.update(from: context)
         repointReplacedEntries()
     }
 

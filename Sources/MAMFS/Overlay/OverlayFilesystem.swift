@@ -47,6 +47,8 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Set once a decision went to the audit log (flushed when the mount stops).
     let recordedAccess = Atomic<Bool>(false)
     let daemonUID = geteuid()
+    /// The daemon's diagnostic lines, scrubbed of the state's scrub list.
+    let daemonLog = DaemonLog()
 
     /// Entries per readdirplus reply whose headers are prefetched ahead (a 4 KiB reply holds
     /// about 24 entries with attributes).
@@ -79,7 +81,8 @@ final class OverlayFilesystem: @unchecked Sendable {
             throw MAMError.system("stat \(rootPath)", errno: error.rawValue)
         }
         table = InodeTable(rootFD: root.take(), rootStat: st)
-        hooks = try OverlayFilesystem.makeHooks(options: options, rootPath: rootPath, context: context)
+        daemonLog.update(from: context)
+        hooks = try OverlayFilesystem.makeHooks(options: options, rootPath: rootPath, context: context, log: daemonLog)
         _ = context.refreshIfChanged()
         let wiped = OverlayFilesystem.loadWipedOwners(context)
         refreshState.withLock { $0.wipedOwners = wiped }
@@ -99,10 +102,6 @@ final class OverlayFilesystem: @unchecked Sendable {
         if recordedAccess.load(ordering: .relaxed) { context.auditLog.flush() }
     }
 
-    /// One diagnostic line (stderr, or the mount's -o log=FILE).
-    func log(_ message: String) { OverlayFilesystem.writeLog(message) }
-
-    static func writeLog(_ message: String) {
-        mamfs_log_line("mamfs: \(message)\n")
-    }
+    /// One diagnostic line (stderr, or the mount's -o log=FILE), scrubbed (`DaemonLog`).
+    func log(_ message: String) { daemonLog.write(message) }
 }

@@ -20,16 +20,18 @@ public struct DiagnosticReport {
     /// - Parameters:
     ///   - context: the opened state.
     ///   - toolVersion: the mamfs version string.
+    ///   - libraryVersions: versions of libraries the layers above link (libfuse, libcurl,
+    ///     libxml2: name -> version), reported beside SQLite's and OpenSSL's.
     ///   - auditRecords: how many of the newest audit records to include.
     ///   - mountTable: the mount table (default: this namespace's /proc/self/mountinfo).
     /// - Throws: `MAMError.internalError` when the state's scrub list is malformed (nothing is
     ///   printed then, so no value meant to be scrubbed leaks); other failures become
     ///   `"error"` entries in the tree.
-    public static func collect(context: ProtectionContext, toolVersion: String, auditRecords: Int = 10,
-                               mountTable: MountInfo? = MountInfo.current()) throws -> DiagnosticReport {
+    public static func collect(context: ProtectionContext, toolVersion: String, libraryVersions: [String: String] = [:],
+                               auditRecords: Int = 10, mountTable: MountInfo? = MountInfo.current()) throws -> DiagnosticReport {
         let scrubber = Scrubber(values: try context.state.scrubValues())
         var tree: [String: Any] = [:]
-        tree["versions"] = versions(toolVersion)
+        tree["versions"] = versions(toolVersion).merging(libraryVersions) { ours, _ in ours }
         tree["state"] = stateChecks(context)
         tree["mounts"] = mounts(mountTable)
         tree["accounts"] = accounts(context)

@@ -1,0 +1,33 @@
+import CFuse
+import MAMProtection
+import Synchronization
+
+/// The mount daemon's diagnostic lines ("mamfs: ..." on stderr, or in the mount's `-o log=FILE`)
+/// with every value of the state's scrub list (`mamfs scrub`: UPNs, paths, any text) replaced by
+/// `Scrubber.placeholder`, as `mamfs diagnose` replaces them.
+///
+/// The list is read when the mount starts and again whenever the state changes (`update`), so a
+/// value added while mounted is scrubbed from the next line on. A list that cannot be read keeps
+/// the one read before (a value is never unscrubbed by a failed read).
+final class DaemonLog: Sendable {
+    private let scrubber = Mutex(Scrubber(values: []))
+
+    init() {}
+
+    /// Reads the scrub list of `context`'s state; on failure keeps the current list and says so
+    /// once in the log.
+    func update(from context: ProtectionContext) {
+        do {
+            let values = try context.state.scrubValues()
+            scrubber.withLock { $0 = Scrubber(values: values) }
+        } catch {
+            write("the scrub list cannot be read (\(error)); the previous one stays in use")
+        }
+    }
+
+    /// Writes one line: `message` with the scrub values replaced.
+    func write(_ message: String) {
+        let scrubber = scrubber.withLock { $0 }
+        mamfs_log_line("mamfs: \(scrubber.values.isEmpty ? message : scrubber.scrub(message))\n")
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Glibc
+import MAMProtection
+import Testing
+
+@Suite("The daemon's log leaves out the scrub list's values")
+struct DaemonLogScrubTests {
+    /// Flips one byte of the first block's ciphertext of the backing file `name`, so a read of
+    /// it fails authentication and the daemon logs the backing path.
+    private func tamper(_ m: MountedFixture, _ name: String) throws {
+        let header = try #require(try m.backingHeader(name))
+        let fd = open(m.backing + "/" + name, O_RDWR)
+        defer { close(fd) }
+        var byte: UInt8 = 0
+        let offset = off_t(header.length + 100)
+        #expect(pread(fd, &byte, 1, offset) == 1)
+        byte ^= 0x01
+        #expect(pwrite(fd, &byte, 1, offset) == 1)
+    }
+
+    @Test("A value added to the scrub list while mounted is replaced by [scrubbed] in every later log line")
+    func scrubbedWhileMounted() throws {
+        try withMount(.managed) { m in
+            guard m.logsToFile else { return }
+            #expect(try m.sh("head -c 8192 /dev/urandom > f && head -c 8192 /dev/urandom > g && sync").status == 0)
+            try tamper(m, "f")
+            try tamper(m, "g")
+            let before = try m.sh("echo 3 > /proc/sys/vm/drop_caches; cat f > /dev/null 2>&1; echo $?")
+            #expect(before.out == "1\n", "\(before.err)")
+            let logBefore = try String(contentsOfFile: m.log, encoding: .utf8)
+            #expect(logBefore.contains(m.backing + "/f:"), "log: \(logBefore)")
+            let lengthBefore = logBefore.utf8.count
+
+            #expect(try m.mamfs(["scrub", m.backing]).status == 0)
+            // The mount reads the state again at most every 200 ms.
+            usleep(300_000)
+            let after = try m.sh("echo 3 > /proc/sys/vm/drop_caches; cat g > /dev/null 2>&1; echo $?")
+            #expect(after.out == "1\n", "\(after.err)")
+            let logAfter = try String(contentsOfFile: m.log, encoding: .utf8)
+            let newLines = String(decoding: Array(logAfter.utf8).dropFirst(lengthBefore), as: UTF8.self)
+            #expect(newLines.contains(Scrubber.placeholder + "/g:"), "new log lines: \(newLines)")
+            #expect(!newLines.contains(m.backing), "new log lines: \(newLines)")
+        }
+    }
+}
