@@ -17,7 +17,8 @@ Mounts, all backed by directories under one work directory on the same disk:
 Every daemon runs in the foreground under this script (its PID is known, so its CPU time and
 peak RSS come from /proc/PID) and is pinned with taskset, once per placement
 (docs/PERFORMANCE.md): "same" = daemon and client on CPU 0, "split" = client CPU 0, daemon CPU 1.
-Rounds are interleaved (round 1: every placement and mount, round 2: ...). Workloads:
+Rounds are interleaved (round 1: every placement and mount, round 2: the same in reverse order,
+so no mount always follows the same neighbour; round 3 as round 1 ...). Workloads:
   1 seq       dd bs=1M conv=fsync write, drop caches, dd read            (MB/s)
   2 small     tar x of N files of 1-16 KiB in D directories, ls -lR, cat all, rm -rf (s)
   3 fio       4 KiB randread and randwrite, invalidate=1, psync          (IOPS)
@@ -442,7 +443,7 @@ def main():
         log(f"mounted {len(active)} filesystems under {root}; load {loadavg()}")
         for rnd in range(1, cfg["rounds"] + 1):
             results["loadavg"].append(dict(round=rnd, start=loadavg()))
-            for m in active:
+            for m in (active if rnd % 2 == 1 else active[::-1]):
                 before = m.daemon_sample()
                 sample = dict(round=rnd, placement=m.placement, mount=m.name, loadavg=loadavg())
                 if "seq" in workloads:
