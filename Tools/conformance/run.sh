@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The POSIX conformance suites on real mounts (what `make conformance` and CI run):
-#   pjdfstest on a managed (encrypting) and an unmanaged mount, both with allow_other, at once;
-#   fsx, FSX_SEEDS seeds x FSX_OPS operations with and without mmap, on the managed mount;
+#   pjdfstest on a managed (encrypting) and an unmanaged mount, both with allow_other, and at the
+#   same time fsx, FSX_SEEDS seeds x FSX_OPS operations with and without mmap, in its own
+#   directory of the managed mount (pjdfstest mostly sleeps, so the three share the CPUs well);
 #   fsstress for FSSTRESS_SECONDS on the managed mount;
 # then on each mount: the daemon is alive and every file reads without an error.
 # The suites come from MAMFS_THIRD_PARTY (default: ../shared/third_party beside the repository),
@@ -44,17 +45,17 @@ unmanaged=$MOUNT_POINT
 managed_pid=$(daemon_pid "$managed") unmanaged_pid=$(daemon_pid "$unmanaged")
 note "managed mount $managed (daemon $managed_pid), unmanaged mount $unmanaged (daemon $unmanaged_pid), $("$MAMFS" --version)"
 
-note "pjdfstest on both mounts"
+note "pjdfstest on both mounts; fsx on the managed mount: $seeds seeds x $ops operations, with and without mmap"
+timed fsx "$here/fsx.sh" "$managed" "$tools" "$seeds" "$ops" "$WORK/logs" &
+fsx_job=$!
 timed pjdfstest-managed "$here/pjdfstest.sh" "$managed" "$tools" "$WORK/logs/pjdfstest-managed.log" &
 managed_job=$!
 timed pjdfstest-unmanaged "$here/pjdfstest.sh" "$unmanaged" "$tools" "$WORK/logs/pjdfstest-unmanaged.log" &
 unmanaged_job=$!
 wait $managed_job || fail "pjdfstest on the managed mount"
 wait $unmanaged_job || fail "pjdfstest on the unmanaged mount"
+wait $fsx_job || fail "fsx"
 timed check-unmanaged "$here/check-mount.sh" "$unmanaged" "$unmanaged_pid" || fail "the unmanaged mount after pjdfstest"
-
-note "fsx on the managed mount: $seeds seeds x $ops operations, with and without mmap"
-timed fsx "$here/fsx.sh" "$managed" "$tools" "$seeds" "$ops" "$WORK/logs" || fail "fsx"
 
 note "fsstress on the managed mount for $stress_seconds s"
 timed fsstress "$here/fsstress.sh" "$managed" "$tools" "$stress_seconds" "$WORK/logs/fsstress.log" || fail "fsstress"
