@@ -11,13 +11,20 @@
 
 /*
  * The session's transport (fuse_session_custom_io): plain read/writev/splice on /dev/fuse,
- * with one addition. libfuse 3.14 speaks FUSE protocol 7.38 and cannot ask for
- * FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, kernel 6.6: bit 36 of the INIT flags, that is bit
- * 4 of flags2), without which the kernel refuses MAP_SHARED on a handle opened with
- * FOPEN_DIRECT_IO (mmap answers ENODEV). When the kernel's INIT request offers the flag, the
- * transport notes the request's unique id, and adds the flag to libfuse's INIT reply to that
- * id (only if the reply carries FUSE_INIT_EXT, so the kernel reads flags2). Every other
- * message passes through unchanged. Layouts: include/uapi/linux/fuse.h.
+ * with one addition: two INIT flags libfuse 3.14 cannot ask for.
+ * - FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, kernel 6.6: bit 36 of the INIT flags, that is
+ *   bit 4 of flags2), without which the kernel refuses MAP_SHARED on a handle opened with
+ *   FOPEN_DIRECT_IO (mmap answers ENODEV). Added only if the reply carries FUSE_INIT_EXT, so
+ *   the kernel reads flags2.
+ * - FUSE_HANDLE_KILLPRIV_V2 (protocol 7.33, bit 28; libfuse 3.14 knows only the first
+ *   version): the server drops set-ID bits and file capabilities on write, truncate and chown
+ *   itself, so the kernel marks the superblock SB_NOSEC and stops asking for
+ *   `security.capability` (a GETXATTR) before every write. mamfs drops set-ID bits itself
+ *   (OverlayFilesystem.clearSetIDBits), chown and writes of the backing file drop them and
+ *   capabilities there.
+ * When the kernel's INIT request offers a flag, the transport notes the request's unique id and
+ * the offered flags, and adds them to libfuse's INIT reply to that id. Every other message
+ * passes through unchanged. Layouts: include/uapi/linux/fuse.h.
  */
 enum {
     mamfs_FUSE_INIT_OPCODE = 26,
@@ -29,12 +36,15 @@ enum {
     mamfs_FUSE_INIT_OUT_FLAGS2 = 32,
     mamfs_FUSE_INIT_EXT = 1u << 30,
     mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP = 1u << 4,
+    mamfs_FUSE_HANDLE_KILLPRIV_V2 = 1u << 28,
     mamfs_FUSE_TRANSPORT_FDS = 1024
 };
 
 /* Per /dev/fuse descriptor (fd < mamfs_FUSE_TRANSPORT_FDS): the unique id of an INIT request
-   that offered the flag, else 0. */
+   that offered a flag, else 0, and which of the flags it offered (mamfs_OFFERED_*). */
 static _Atomic uint64_t pending[mamfs_FUSE_TRANSPORT_FDS];
+static _Atomic uint32_t offered_flags[mamfs_FUSE_TRANSPORT_FDS];
+enum { mamfs_OFFERED_ALLOW_MMAP = 1, mamfs_OFFERED_KILLPRIV_V2 = 2 };
 
 static uint32_t mamfs_load32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t mamfs_load64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -46,8 +56,13 @@ static ssize_t mamfs_fuse_transport_read(int fd, void *buf, size_t len, void *us
     if (n >= mamfs_FUSE_IN_HEADER_SIZE + mamfs_FUSE_INIT_IN_FLAGS2 + 4 && fd >= 0 && fd < mamfs_FUSE_TRANSPORT_FDS
         && mamfs_load32(p + 4) == mamfs_FUSE_INIT_OPCODE) {
         const unsigned char *body = p + mamfs_FUSE_IN_HEADER_SIZE;
-        int offered = (mamfs_load32(body + mamfs_FUSE_INIT_IN_FLAGS) & mamfs_FUSE_INIT_EXT)
-            && (mamfs_load32(body + mamfs_FUSE_INIT_IN_FLAGS2) & mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP);
+        uint32_t flags = mamfs_load32(body + mamfs_FUSE_INIT_IN_FLAGS);
+        uint32_t offered = 0;
+        if ((flags & mamfs_FUSE_INIT_EXT) && (mamfs_load32(body + mamfs_FUSE_INIT_IN_FLAGS2) & mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP))
+            offered |= mamfs_OFFERED_ALLOW_MMAP;
+        if (flags & mamfs_FUSE_HANDLE_KILLPRIV_V2)
+            offered |= mamfs_OFFERED_KILLPRIV_V2;
+        atomic_store(&offered_flags[fd], offered);
         atomic_store(&pending[fd], offered ? mamfs_load64(p + 8) : 0);
     }
     return n;
@@ -62,10 +77,17 @@ static ssize_t mamfs_fuse_transport_writev(int fd, struct iovec *iov, int count,
         if (unique == atomic_load(&pending[fd])) {
             atomic_store(&pending[fd], 0);
             unsigned char *body = (unsigned char *)iov[1].iov_base;
-            if (mamfs_load32(out + 4) == 0 && iov[1].iov_len >= mamfs_FUSE_INIT_OUT_FLAGS2 + 4
-                && (mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS) & mamfs_FUSE_INIT_EXT)) {
-                uint32_t flags2 = mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS2) | mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP;
-                memcpy(body + mamfs_FUSE_INIT_OUT_FLAGS2, &flags2, 4);
+            uint32_t offered = atomic_load(&offered_flags[fd]);
+            if (mamfs_load32(out + 4) == 0 && iov[1].iov_len >= mamfs_FUSE_INIT_OUT_FLAGS2 + 4) {
+                uint32_t flags = mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS);
+                if (offered & mamfs_OFFERED_KILLPRIV_V2) {
+                    flags |= mamfs_FUSE_HANDLE_KILLPRIV_V2;
+                    memcpy(body + mamfs_FUSE_INIT_OUT_FLAGS, &flags, 4);
+                }
+                if ((offered & mamfs_OFFERED_ALLOW_MMAP) && (flags & mamfs_FUSE_INIT_EXT)) {
+                    uint32_t flags2 = mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS2) | mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP;
+                    memcpy(body + mamfs_FUSE_INIT_OUT_FLAGS2, &flags2, 4);
+                }
             }
         }
     }

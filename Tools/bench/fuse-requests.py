@@ -43,8 +43,10 @@ def ensure_tracefs():
 
 
 def connection_of(mountpoint):
-    """The FUSE connection number the tracepoint names: the mount's device number."""
-    return os.stat(mountpoint).st_dev
+    """The FUSE connection number the tracepoint names: the kernel's dev_t of the mount
+    (major << 20 | minor, not the st_dev encoding of user space)."""
+    dev = os.stat(mountpoint).st_dev
+    return (os.major(dev) << 20) | os.minor(dev)
 
 
 def counted(connection, command):
