@@ -31,7 +31,7 @@ enum PackageUpdateCheck {
                                      reason: "packages updated \(ageDays) day\(ageDays == 1 ? "" : "s") ago (\(source), \(stamp))")
         }
         return ComplianceOutcome(check: name, status: .notCompliant,
-                                 reason: "packages last updated \(ageDays) days ago (\(source), \(stamp)), more than \(days)")
+                                 reason: "packages last updated \(ageDays) day\(ageDays == 1 ? "" : "s") ago (\(source), \(stamp)), more than \(days)")
     }
 
     /// The newest evidence and where it came from, or nil when there is none.
