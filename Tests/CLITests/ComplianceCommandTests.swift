@@ -212,4 +212,49 @@ struct ComplianceCommandTests {
         #expect(cat.stdout.isEmpty)
         #expect(try sandbox.run(["unmount", mountpoint]).status == 0)
     }
+
+    @Test("the gate refuses mount --account again once the Compliant result is older than complianceMaxAge (77, the reason)",
+          .enabled(if: fuseUsable))
+    func mountAfterMaxAge() throws {
+        let sandbox = try Self.sandbox(extra: ", \"complianceMaxAge\": 2")
+        let backing = sandbox.path("backing")
+        let mountpoint = sandbox.path("mnt")
+        for directory in [backing, mountpoint] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        defer { FuseMounts.tearDown(mountpoint) }
+        #expect(try sandbox.run(["compliance", "check", Fixtures.upn]).status == 0)
+        let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn])
+        #expect(mount.status == 0, "\(mount.err)")
+        #expect(try sandbox.run(["unmount", mountpoint]).status == 0)
+        sleep(3)
+        let late = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn])
+        #expect(late.status == 77)
+        #expect(late.err.contains("compliance result older than complianceMaxAge (2 s)"), "\(late.err)")
+        #expect(!FuseMounts.isMounted(mountpoint))
+    }
+
+    @Test("encryptedBackingDevice on a mount: a backing directory on tmpfs is refused (77) naming tmpfs, although the other checks pass",
+          .enabled(if: fuseUsable))
+    func mountOnTmpfsBacking() throws {
+        let sandbox = try Sandbox()
+        #expect(try sandbox.run(["init"]).status == 0)
+        try Self.setScript(sandbox, "check.sh", "echo fine")
+        let policy = try sandbox.write("p.json", """
+            {"compliance": [{"check": "command", "command": ["\(sandbox.path("check.sh"))"]}, {"check": "encryptedBackingDevice"}]}
+            """)
+        #expect(try sandbox.run(["enroll", Fixtures.account, "--upn", Fixtures.upn, "--policy", policy]).status == 0)
+        let backing = "/dev/shm/mamfs-cli-backing-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: backing) }
+        let mountpoint = sandbox.path("mnt")
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        defer { FuseMounts.tearDown(mountpoint) }
+        let check = try sandbox.run(["compliance", "check", Fixtures.upn, "--path", backing])
+        #expect(check.status == 80)
+        #expect(check.out.contains("command \(sandbox.path("check.sh")): Compliant: fine\n"), "\(check.out)")
+        let mount = try sandbox.run(["mount", backing, mountpoint, "--account", Fixtures.upn])
+        #expect(mount.status == 77)
+        #expect(mount.err.contains("not compliant: encryptedBackingDevice: \(backing) is on tmpfs, which has no block device (not a dm-crypt device)"),
+                "\(mount.err)")
+        #expect(!FuseMounts.isMounted(mountpoint))
+    }
 }
