@@ -257,4 +257,29 @@ struct ComplianceCommandTests {
                 "\(mount.err)")
         #expect(!FuseMounts.isMounted(mountpoint))
     }
+
+    @Test("the gate covers the providers: a sync pass and an import need the account's key, refused (77, the reason) while not compliant, nothing uploaded")
+    func providers() throws {
+        let sandbox = try Self.sandbox(script: "echo fine; exit 0")
+        let remote = sandbox.path("remote")
+        let local = sandbox.path("local")
+        try sandbox.write("remote/a.txt", "alpha\n")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let early = try sandbox.run(["provider", "sync", local, "--remote", remote, "--account", Fixtures.upn])
+        #expect(early.status == 77, "\(early.err)")
+        #expect(early.err.contains("compliance never checked"), "\(early.err)")
+
+        #expect(try sandbox.run(["compliance", "check", Fixtures.upn]).status == 0)
+        let sync = try sandbox.run(["provider", "sync", local, "--remote", remote, "--account", Fixtures.upn])
+        #expect(sync.status == 0, "\(sync.err)")
+        let source = try sandbox.write("outside/report.txt", "quarterly numbers\n")
+        #expect(try sandbox.run(["encrypt", source, "--account", Fixtures.upn]).status == 0)
+
+        try Self.setScript(sandbox, "check.sh", "echo 'agent stopped'; exit 1")
+        #expect(try sandbox.run(["compliance", "check", Fixtures.upn]).status == 80)
+        let refused = try sandbox.run(["provider", "import", source, "--to", local])
+        #expect(refused.status == 77)
+        #expect(refused.err.contains("not compliant: command \(sandbox.path("check.sh")): agent stopped"), "\(refused.err)")
+        #expect(!sandbox.exists(remote + "/report.txt"))
+    }
 }
