@@ -24,6 +24,12 @@ extension MountDaemon {
         var fuse = try applyMountOptions(&options)
         if options.provider != nil { options.remote = try checkedRemote(options.remote, root: root, mountpoint: mountpoint, access: options.remoteAccess) }
         options.account = try mountAccount(options.account, context: context)
+        // The compliance gate: a mount for an account whose policy has checks starts only while
+        // its key may be unwrapped (for this backing directory).
+        if !options.account.isEmpty, context.policyEvaluator.policy(forAccountId: options.account)?.compliance != nil {
+            context.complianceSite = root
+            try context.requireAccountKey(accountId: options.account)
+        }
         // Selective wipe removes the account's files under every backing directory it knows.
         try context.state.addKnownRoot(root, kind: .backing, accountId: options.account.isEmpty ? nil : options.account)
         // The kernel checks permissions itself (default_permissions) when other users can reach

@@ -174,6 +174,10 @@ public enum MountDaemon {
                       ready: (OpaquePointer) -> Void) throws -> ExitCode {
         umask(0)  // the kernel already applied the caller's umask to every mode we get
         raiseOpenFileLimit()
+        // Keys are unwrapped for this backing directory (the compliance gate's device check);
+        // refusals of a busy mount may be counted into bursts.
+        context.complianceSite = plan.rootPath
+        context.flushesGateRefusalRecords = false
         let fs = try OverlayFilesystem(context: context, options: options, rootPath: plan.rootPath)
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup("mamfs"), strdup("-o"), strdup(plan.fuseOptions.joined(separator: ","))]
         argv.append(nil)

@@ -17,6 +17,9 @@ enum CommandLineTool {
         PolicyCommands.show,
         PolicyCommands.set,
         ConfigCommands.get,
+        ComplianceCommands.check,
+        ComplianceCommands.remediate,
+        ComplianceCommands.status,
         ProtectCommands.protect,
         ProtectCommands.info,
         ProtectionCheckCommands.verifyProtect,
@@ -40,6 +43,7 @@ enum CommandLineTool {
         [("policy", ["show", "set"], PolicyCommands.groupHelp),
          ("accounts", ["allow", "allowed"], AllowedAccountCommands.groupHelp),
          ("config", ["get"], ConfigCommands.groupHelp),
+         ("compliance", ["check", "remediate", "status"], ComplianceCommands.groupHelp),
          ("provider", ["sync", "status", "evict", "import", "reattach"], ProviderVerbs.groupHelp),
          ("audit", ["verify"], AuditCommands.show.helpText)]
     }
@@ -70,7 +74,9 @@ enum CommandLineTool {
             "",
             "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.software) internal",
             "error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable or daemon",
-            "still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable.",
+            "still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable;",
+            "compliance verbs: \(ExitCode.notCompliant) NotCompliant, \(ExitCode.networkFailure) NetworkFailure, \(ExitCode.serviceFailure) ServiceFailure, \(ExitCode.userCancelled) UserCancelled,",
+            "\(ExitCode.interactionRequired) InteractionRequired.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

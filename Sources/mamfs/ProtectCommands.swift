@@ -54,6 +54,7 @@ enum ProtectCommands {
             let progress = ProgressLine(prefix: "mamfs: protect: \(path): ")
             do {
                 let backing = BackingPath.forFileVerb(path)
+                context.complianceSite = complianceSite(of: backing)
                 let oldOwner = try? context.files.protectionInfo(path: backing)
                 let action = isDeclassification(from: oldOwner, to: accountId, in: context) ? "declassify" : "protect"
                 var audited = false
@@ -127,6 +128,7 @@ enum ProtectCommands {
         if output == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
         let accountId = try resolve(account, in: context)
+        context.complianceSite = complianceSite(of: BackingPath.forFileVerb(path))
         try attempt(path) {
             if output == "-" {
                 try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId, toStream: STDOUT_FILENO)
@@ -144,6 +146,7 @@ enum ProtectCommands {
         if copy == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
         let target = BackingPath.forFileVerb(path)
+        context.complianceSite = complianceSite(of: target)
         let owner = try? context.files.protectionInfo(path: target)
         let audited = try CommandAudit.requireDeclassifyAllowed(context, action: "decrypt", owners: [(target, owner)],
                                                                  newOwner: "") { _ in path }
@@ -156,6 +159,15 @@ enum ProtectCommands {
         }
         if !audited { CommandAudit.record(context, action: "decrypt", path: CommandAudit.absolute(target), owner: owner) }
         return ExitCode.ok
+    }
+
+    /// The directory the compliance gate's `encryptedBackingDevice` check looks at for a file
+    /// verb: a directory itself, a file's directory (absolute).
+    static func complianceSite(of path: String) -> String {
+        var isDirectory: ObjCBool = false
+        let absolute = CommandAudit.absolute(path)
+        if FileManager.default.fileExists(atPath: absolute, isDirectory: &isDirectory), isDirectory.boolValue { return absolute }
+        return (absolute as NSString).deletingLastPathComponent
     }
 
     /// True when protecting an object owned by `oldOwner` for `newOwner` takes it from a

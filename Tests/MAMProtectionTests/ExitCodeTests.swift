@@ -8,7 +8,8 @@ struct ExitCodeTests {
     func pinnedNumbers() {
         let expected: [(ExitCode, Int32)] = [(.ok, 0), (.failure, 1), (.usage, 64), (.dataErr, 65), (.noInput, 66),
                                              (.software, 70), (.cantCreate, 73), (.ioErr, 74), (.tempFail, 75),
-                                             (.noPerm, 77)]
+                                             (.noPerm, 77), (.notCompliant, 80), (.networkFailure, 81), (.serviceFailure, 82),
+                                             (.userCancelled, 83), (.interactionRequired, 84)]
         #expect(ExitCode.allCases.count == expected.count)
         for (code, number) in expected {
             #expect(code.rawValue == number, "\(code)")

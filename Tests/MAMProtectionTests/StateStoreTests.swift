@@ -44,7 +44,7 @@ private final class FailureLog: @unchecked Sendable {
             #expect(try store.database.queryFirst("PRAGMA user_version")?.int64(0) == StateStore.schemaVersion)
             let tables = try store.database.query("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
                 .compactMap { $0.string(0) }
-            #expect(tables == ["account_keys", "accounts", "audit_tail", "known_roots", "meta"])
+            #expect(tables == ["account_keys", "accounts", "audit_tail", "compliance_results", "known_roots", "meta"])
             #expect(try store.database.queryFirst("PRAGMA journal_mode")?.string(0) == "wal")
             #expect(try store.database.queryFirst("PRAGMA foreign_keys")?.int64(0) == 1)
             #expect(try store.database.queryFirst("PRAGMA secure_delete")?.int64(0) == 1)

@@ -10,10 +10,18 @@ final class AccountKeyStore: @unchecked Sendable {
     private var cache: [String: SymmetricKey] = [:]
     /// Newest key id per canonical accountId (asked on every file created through a mount).
     private var currentKeyIds: [String: UInt32] = [:]
+    /// Asked with the canonical accountId before every key is handed out (cached or not):
+    /// throws to refuse it (the compliance gate, `ProtectionContext.requireKeyAccess`).
+    private var gate: (@Sendable (String) throws -> Void)?
 
     init(state: StateStore, masterKey: SymmetricKey) {
         self.state = state
         self.masterKey = masterKey
+    }
+
+    /// Sets the check every key hand-out goes through (set once, when the context opens).
+    func setGate(_ gate: @escaping @Sendable (String) throws -> Void) {
+        lock.lock(); self.gate = gate; lock.unlock()
     }
 
     static func wrapAAD(accountId: String, keyId: UInt32) -> [UInt8] {
@@ -34,10 +42,15 @@ final class AccountKeyStore: @unchecked Sendable {
 
     /// The account's key with `keyId`.
     /// - Throws: `.keyUnavailable` when the key was destroyed (selective wipe) or never existed;
-    ///   `.authenticationFailed` when the stored wrapped key does not authenticate.
+    ///   `.authenticationFailed` when the stored wrapped key does not authenticate;
+    ///   `.policyDenied` when the gate refuses it (compliance).
     func key(accountId: String, keyId: UInt32) throws -> SymmetricKey {
         let id = AccountIdentity.canonical(accountId)
         let cacheKey = "\(id)#\(keyId)"
+        lock.lock()
+        let gate = self.gate
+        lock.unlock()
+        try gate?(id)
         lock.lock()
         if let cached = cache[cacheKey] { lock.unlock(); return cached }
         lock.unlock()

@@ -17,12 +17,22 @@ public final class ProtectionContext: @unchecked Sendable {
     private var evaluator = PolicyEvaluator(policies: [:])
     private var lastDataVersion: Int64 = -1
     private var audit: AuditLog?
+    /// Guards the compliance members below (ProtectionContext+Compliance).
+    let complianceLock = NSLock()
+    /// Last compliance result per canonical accountId, read with the accounts.
+    var complianceResults: [String: ComplianceResult] = [:]
+    var site: String?
+    /// The device check of `site`, made once per site.
+    var siteDevice: ComplianceOutcome?
+    var events: ComplianceEventSink?
+    var flushesGateRefusals = true
 
     private init(stateDirectory: StateDirectory, state: StateStore, masterKey: SymmetricKey) throws {
         self.stateDirectory = stateDirectory
         self.state = state
         self.keys = AccountKeyStore(state: state, masterKey: masterKey)
         try reload()
+        keys.setGate { [unowned self] accountId in try self.requireKeyAccess(accountId: accountId) }
     }
 
     /// Creates a new state directory (`mamfs init`): the directory (0700), the database, and the
@@ -72,6 +82,7 @@ public final class ProtectionContext: @unchecked Sendable {
         let version = try state.dataVersion()
         var byId: [String: AccountRecord] = [:]
         var table: [String: Policy] = [:]
+        let results = try state.complianceResults()
         for record in try state.allAccounts() {
             byId[record.accountId] = record
             if record.managed, let json = record.policyJSON,
@@ -84,6 +95,7 @@ public final class ProtectionContext: @unchecked Sendable {
         evaluator = PolicyEvaluator(policies: table)
         lastDataVersion = version
         lock.unlock()
+        withLock { complianceResults = results }
     }
 
     /// Re-reads accounts, policies and keys when another process changed the state (cheap:

@@ -35,6 +35,13 @@ public struct Policy: Equatable, Sendable {
     /// App configuration delivered with the policy: setting name -> value, both strings
     /// (mirrors the app configuration of `IntuneMAMAppConfig`); empty when the key is absent.
     public var appConfig: [String: String]
+    /// The compliance checks that must pass before the account's keys are unwrapped (App
+    /// Protection Conditional Access); nil (the key absent) for none.
+    public var compliance: [ComplianceCheck]?
+    /// How long a Compliant result lets keys be unwrapped, in seconds (`complianceMaxAge`).
+    public var complianceMaxAge: Int
+    /// Whether a NotCompliant result starts the account's selective wipe.
+    public var wipeOnNonCompliance: Bool
 
     /// Creates a policy; every parameter defaults to the value a missing JSON key takes.
     public init(
@@ -48,7 +55,10 @@ public struct Policy: Equatable, Sendable {
         allowUserDecrypt: Bool = true,
         locations: StorageLocations = StorageLocations(),
         protectionLevel: ProtectionLevel = .off,
-        appConfig: [String: String] = [:]
+        appConfig: [String: String] = [:],
+        compliance: [ComplianceCheck]? = nil,
+        complianceMaxAge: Int = Policy.defaultComplianceMaxAge,
+        wipeOnNonCompliance: Bool = false
     ) {
         self.fileEncryptionRequired = fileEncryptionRequired
         self.fileProviderEncryptFiles = fileProviderEncryptFiles
@@ -61,6 +71,9 @@ public struct Policy: Equatable, Sendable {
         self.locations = locations
         self.protectionLevel = protectionLevel
         self.appConfig = appConfig
+        self.compliance = compliance
+        self.complianceMaxAge = complianceMaxAge
+        self.wipeOnNonCompliance = wipeOnNonCompliance
     }
 
     /// The demo's encrypting policy (same content as Tools/demo/policy-encrypt.json): files
@@ -87,9 +100,13 @@ public struct Policy: Equatable, Sendable {
         static let locations = "locations"
         static let protectionLevel = "protectionLevel"
         static let appConfig = "appConfig"
+        static let compliance = "compliance"
+        static let complianceMaxAge = "complianceMaxAge"
+        static let wipeOnNonCompliance = "wipeOnNonCompliance"
         static let all: Set<String> = [
             fileEncryptionRequired, fileProviderEncryptFiles, receiveData, saveToLocations, openFromLocations,
             managedApps, sendData, allowUserDecrypt, locations, protectionLevel, appConfig,
+            compliance, complianceMaxAge, wipeOnNonCompliance,
         ]
     }
 
@@ -153,6 +170,18 @@ public struct Policy: Equatable, Sendable {
         if let value = object[Key.appConfig] {
             policy.appConfig = try appConfig(value, source: source)
         }
+        if let value = object[Key.compliance] {
+            policy.compliance = try complianceChecks(value, source: source)
+        }
+        if let value = object[Key.complianceMaxAge] {
+            policy.complianceMaxAge = try complianceMaxAge(value, source: source)
+        }
+        if let value = object[Key.wipeOnNonCompliance] {
+            policy.wipeOnNonCompliance = try bool(value, key: Key.wipeOnNonCompliance, source: source)
+        }
+        if policy.compliance == nil, let orphan = [Key.complianceMaxAge, Key.wipeOnNonCompliance].first(where: { object[$0] != nil }) {
+            throw invalid(source, "key '\(orphan)' needs the key '\(Key.compliance)'")
+        }
         if let value = object[Key.saveToLocations] {
             policy.saveToLocations = try locations(value, key: Key.saveToLocations, source: source,
                                                    parse: SaveLocation.init(parsing:))
@@ -181,6 +210,8 @@ public struct Policy: Equatable, Sendable {
         // policy without them reads as it always did.
         if !allowUserDecrypt { members.append("\"\(Key.allowUserDecrypt)\": false") }
         if !appConfig.isEmpty { members.append("\"\(Key.appConfig)\": \(appConfigJSON())") }
+        let complianceMembers = complianceJSONMembers()
+        members += complianceMembers.checks
         members += [
             "\"\(Key.fileEncryptionRequired)\": \(fileEncryptionRequired)",
             "\"\(Key.fileProviderEncryptFiles)\": \(fileProviderEncryptFiles)",
@@ -199,6 +230,7 @@ public struct Policy: Equatable, Sendable {
             "\"\(Key.saveToLocations)\": \(list(saveToLocations))",
         ]
         if sendData != .allApps { members.append("\"\(Key.sendData)\": \"\(sendData.rawValue)\"") }
+        if let wipe = complianceMembers.wipe { members.append(wipe) }
         let text = "{\n" + members.map { "  " + $0 }.joined(separator: ",\n") + "\n}\n"
         return Data(text.utf8)
     }
@@ -301,7 +333,7 @@ public struct Policy: Equatable, Sendable {
         return type(of: number) == type(of: NSNumber(value: true))
     }
 
-    private static func bool(_ value: Any, key: String, source: String) throws -> Bool {
+    static func bool(_ value: Any, key: String, source: String) throws -> Bool {
         guard isJSONBool(value), let flag = value as? Bool else {
             throw invalid(source, "key '\(key)': expected true or false, got \(describe(value))")
         }

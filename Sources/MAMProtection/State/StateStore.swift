@@ -8,15 +8,16 @@ import Foundation
 /// `dataVersion()` tells a long-lived instance that another one has committed.
 /// Key blobs are opaque bytes here: wrapping and unwrapping happen in the key store.
 ///
-/// Schema version (PRAGMA user_version) 3 (version 2 added the audit log's tail, version 3 the
-/// accounts' tenant, UPN-keyed object ID and registered flag). accountIds and UPNs are stored canonical
+/// Schema version (PRAGMA user_version) 4 (version 2 added the audit log's tail, version 3 the
+/// accounts' tenant, UPN-keyed object ID and registered flag, version 4 the last compliance
+/// result per account). accountIds and UPNs are stored canonical
 /// (lowercased, see `AccountIdentity.canonical`), so every lookup is case-insensitive.
 ///
 /// Errors: SQLite failures are `MAMError.internalError`, a full disk is
 /// `MAMError.system(_, errno: ENOSPC)`; per-method errors are listed on each method.
 public final class StateStore: Sendable {
     /// The schema version this code writes and reads.
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
 
     /// The state directory the database lives in.
     public let directory: StateDirectory
@@ -377,6 +378,10 @@ public final class StateStore: Sendable {
                     try database.execute("ALTER TABLE accounts ADD COLUMN \(column) \(definition)")
                 }
                 try database.execute("PRAGMA user_version = 3")
+            }
+            if version < 4 {
+                try database.execute(Self.schemaV4)
+                try database.execute("PRAGMA user_version = 4")
             }
         }
     }

@@ -14,7 +14,12 @@
 /// | `cantCreate`  | 73   | EX_CANTCREAT   | cannot create the output (disk full, read-only, exists, link limit; `-o` names something that is not a regular file); the FUSE mount itself failed; `provider evict` of a file with changes not uploaded |
 /// | `ioErr`       | 74   | EX_IOERR       | any other I/O error; items a `provider sync` pass could not bring in sync; a wipe whose deleted key bytes may remain in the state files |
 /// | `tempFail`    | 75   | EX_TEMPFAIL    | `provider sync`: the remote was unreachable; nothing local was lost, run it again; `unmount`: the mount is gone but its daemon is still running after the timeout |
-/// | `noPerm`      | 77   | EX_NOPERM      | denied by policy, unknown account, key unavailable (wiped account, wrong passphrase), a state directory that cannot be read or is not safe |
+/// | `noPerm`      | 77   | EX_NOPERM      | denied by policy, unknown account, key unavailable (wiped account, wrong passphrase), a state directory that cannot be read or is not safe; a key refused by the compliance gate |
+/// | `notCompliant` | 80  | -              | `compliance check/remediate/status`: NotCompliant                        |
+/// | `networkFailure` | 81 | -             | `compliance`: NetworkFailure                                            |
+/// | `serviceFailure` | 82 | -             | `compliance`: ServiceFailure (a check that timed out or failed to run)   |
+/// | `userCancelled` | 83 | -              | `compliance`: UserCancelled                                             |
+/// | `interactionRequired` | 84 | -        | `compliance`: InteractionRequired (`remediate --silent` of a check that needs the user) |
 ///
 /// `unavailable` (69) and `config` (78) are not used: mamfs reports a missing service or a bad
 /// configuration file as one of the codes above.
@@ -39,6 +44,16 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     case tempFail = 75
     /// 77, EX_NOPERM: denied (policy, account, key, unsafe state directory).
     case noPerm = 77
+    /// 80: the compliance verbs' NotCompliant (`ComplianceStatus.exitCode`).
+    case notCompliant = 80
+    /// 81: the compliance verbs' NetworkFailure.
+    case networkFailure = 81
+    /// 82: the compliance verbs' ServiceFailure.
+    case serviceFailure = 82
+    /// 83: the compliance verbs' UserCancelled.
+    case userCancelled = 83
+    /// 84: the compliance verbs' InteractionRequired.
+    case interactionRequired = 84
 
     /// The code as a decimal number, as a shell prints `$?`.
     public var description: String { String(rawValue) }
