@@ -8,7 +8,7 @@ enum DiagnoseCommands {
     static let diagnose = Verb(
         "diagnose",
         usage: ["mamfs diagnose [--json] [--state DIR]"],
-        summary: "Print a diagnostic report: versions (mamfs, SQLite, OpenSSL, libfuse, libcurl, libxml2, state schema), state directory checks (modes, owners, SQLite integrity_check, how the master key is kept and how many keys each account has; never key bytes), the mamfs mounts of /proc/self/mountinfo with their options, every account with a summary of its policy, the allowed accounts and the last 10 audit records. Every value of the scrub list (see 'mamfs scrub') is replaced by [scrubbed].",
+        summary: "Print a diagnostic report: versions (mamfs, SQLite, OpenSSL, libfuse, libcurl, libxml2, state schema), state directory checks (modes, owners, SQLite integrity_check, how the master key is kept and how many keys each account has; never key bytes), the mamfs mounts of /proc/self/mountinfo with their options, every account with a summary of its policy and its last compliance result, the allowed accounts and the last 10 audit records. Every value of the scrub list (see 'mamfs scrub') is replaced by [scrubbed].",
         options: ["--json                  print the report as one JSON object {versions, state, mounts, accounts,",
                   "                        allowedAccounts, audit}"],
         spec: ArgumentSpec(flags: ["--json"]),

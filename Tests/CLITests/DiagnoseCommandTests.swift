@@ -36,6 +36,28 @@ struct DiagnoseCommandTests {
         #expect(try sandbox.run(["config", "get"]).status == 64)
     }
 
+    @Test("diagnose shows each account's last compliance result: null before a check, then its status and time")
+    func diagnoseCompliance() throws {
+        let sandbox = try Sandbox()
+        #expect(try sandbox.run(["init"]).status == 0)
+        let policy = try sandbox.write("p.json", #"{"compliance": [{"check": "command", "command": ["/bin/false"]}]}"#)
+        #expect(try sandbox.run(["enroll", Fixtures.account, "--upn", Fixtures.upn, "--policy", policy]).status == 0)
+        func account() throws -> [String: Any]? {
+            let result = try sandbox.run(["diagnose", "--json"])
+            #expect(result.status == 0, "\(result.err)")
+            return (try jsonObject(result)["accounts"] as? [[String: Any]])?.first
+        }
+        #expect(try account()?["compliance"] is NSNull)
+        #expect((try account()?["policy"] as? [String: Any])?["complianceChecks"] as? Int == 1)
+        #expect(try sandbox.run(["compliance", "check", Fixtures.upn]).status == 80)
+        let compliance = try account()?["compliance"] as? [String: Any]
+        #expect(compliance?["status"] as? String == "NotCompliant")
+        #expect((compliance?["checkedAt"] as? String)?.hasSuffix("Z") == true)
+        #expect(compliance?["failedCheck"] as? String != nil)
+        let text = try sandbox.run(["diagnose"])
+        #expect(text.out.contains("status: NotCompliant"), "\(text.out)")
+    }
+
     @Test("diagnose --json has every section; state checks, accounts and audit records; no key bytes appear")
     func diagnoseShape() throws {
         let sandbox = try Sandbox()

@@ -90,6 +90,7 @@ public struct DiagnosticReport {
     /// Every account with its state and, when enrolled, a summary of its policy.
     static func accounts(_ context: ProtectionContext) -> Any {
         guard let records = try? context.state.allAccounts() else { return ["error": "cannot read the accounts"] }
+        let compliance = try? context.state.complianceResults()
         return records.map { record -> [String: Any] in
             var object: [String: Any] = [
                 "accountId": record.knownAccountId.map { $0 as Any } ?? NSNull(),
@@ -104,8 +105,20 @@ public struct DiagnosticReport {
                     object["policy"] = ["error": "the stored policy does not parse"]
                 }
             }
+            if let accountId = record.knownAccountId {
+                object["compliance"] = complianceSummary(compliance.map { $0[accountId] })
+            }
             return object
         }
+    }
+
+    /// The account's last compliance result (`mamfs compliance status`): nil when it was never
+    /// checked; an error entry when the results cannot be read (`results` nil).
+    static func complianceSummary(_ results: ComplianceResult??) -> Any {
+        guard let results else { return ["error": "cannot read the compliance results"] }
+        guard let result = results else { return NSNull() }
+        return ["status": result.status.rawValue, "checkedAt": AuditTime.format(result.checkedAt),
+                "failedCheck": result.failedCheck.map { $0 as Any } ?? NSNull(), "reason": result.reason]
     }
 
     static func summary(_ policy: Policy) -> [String: Any] {
@@ -117,7 +130,8 @@ public struct DiagnosticReport {
          "protectionLevel": policy.protectionLevel.rawValue,
          "managedApps": policy.managedApps.map { $0.count as Any } ?? NSNull(),
          "locations": policy.locations.table.keys.sorted(),
-         "appConfigKeys": policy.appConfig.keys.sorted()]
+         "appConfigKeys": policy.appConfig.keys.sorted(),
+         "complianceChecks": policy.compliance?.count ?? 0]
     }
 
     /// The newest `last` audit records, oldest first.
