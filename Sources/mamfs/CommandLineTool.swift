@@ -32,6 +32,7 @@ enum CommandLineTool {
         AuditCommands.verify,
         DiagnoseCommands.diagnose,
         DiagnoseCommands.scrub,
+        EventCommands.events,
     ] + ProviderVerbs.all
 
     /// Verbs with sub-verbs (`mamfs policy show`): the group name, its sub-verbs and the text
@@ -70,7 +71,7 @@ enum CommandLineTool {
             "",
             "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.software) internal",
             "error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable or daemon",
-            "still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable.",
+            "still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable, \(ExitCode.unavailable) no session bus (events).",
         ]
         return lines.joined(separator: "\n") + "\n"
     }
