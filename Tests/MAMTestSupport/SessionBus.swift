@@ -74,7 +74,7 @@ public final class SessionBus: @unchecked Sendable {
 
     /// The unix process id of the connection owning `name` on this bus, nil when nobody owns it.
     public func ownerPID(of name: String) throws -> pid_t? {
-        let result = try runProcess("/usr/bin/dbus-send", ["--address=" + address, "--print-reply", "--dest=org.freedesktop.DBus",
+        let result = try runProcess("/usr/bin/dbus-send", ["--bus=" + address, "--print-reply", "--dest=org.freedesktop.DBus",
                                                              "/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID",
                                                              "string:" + name], environment: testEnvironment(), timeout: 10)
         guard result.status == 0, let last = result.out.split(separator: " ").last else { return nil }
