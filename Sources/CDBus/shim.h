@@ -3,12 +3,9 @@
 #include <dbus/dbus.h>
 
 /* The type codes and flags are macros with casts Swift does not import: typed constants. */
-static const int mamfs_dbus_type_invalid = DBUS_TYPE_INVALID;
 static const int mamfs_dbus_type_string = DBUS_TYPE_STRING;
 static const int mamfs_dbus_type_uint32 = DBUS_TYPE_UINT32;
 static const int mamfs_dbus_type_int32 = DBUS_TYPE_INT32;
-static const int mamfs_dbus_type_uint64 = DBUS_TYPE_UINT64;
-static const int mamfs_dbus_type_boolean = DBUS_TYPE_BOOLEAN;
 static const int mamfs_dbus_type_array = DBUS_TYPE_ARRAY;
 static const int mamfs_dbus_type_variant = DBUS_TYPE_VARIANT;
 static const int mamfs_dbus_type_dict_entry = DBUS_TYPE_DICT_ENTRY;
@@ -16,9 +13,9 @@ static const int mamfs_dbus_message_type_method_call = DBUS_MESSAGE_TYPE_METHOD_
 static const int mamfs_dbus_message_type_method_return = DBUS_MESSAGE_TYPE_METHOD_RETURN;
 static const int mamfs_dbus_message_type_error = DBUS_MESSAGE_TYPE_ERROR;
 static const int mamfs_dbus_message_type_signal = DBUS_MESSAGE_TYPE_SIGNAL;
-static const unsigned int mamfs_dbus_name_flag_do_not_queue = DBUS_NAME_FLAG_DO_NOT_QUEUE;
 static const int mamfs_dbus_request_name_reply_primary_owner = DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER;
 static const int mamfs_dbus_request_name_reply_already_owner = DBUS_REQUEST_NAME_REPLY_ALREADY_OWNER;
+static const int mamfs_dbus_request_name_reply_in_queue = DBUS_REQUEST_NAME_REPLY_IN_QUEUE;
 
 /* dbus_message_iter_append_basic takes the address of the value: one typed wrapper per kind. */
 static inline dbus_bool_t mamfs_dbus_append_string(DBusMessageIter *iter, const char *value) {

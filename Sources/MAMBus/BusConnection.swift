@@ -82,7 +82,7 @@ public final class BusConnection: @unchecked Sendable {
             let reply = try BusError.check { error in dbus_bus_request_name(raw, name, 0, error) }
             switch reply {
             case mamfs_dbus_request_name_reply_primary_owner, mamfs_dbus_request_name_reply_already_owner: return .owner
-            case 2: return .queued  // DBUS_REQUEST_NAME_REPLY_IN_QUEUE
+            case mamfs_dbus_request_name_reply_in_queue: return .queued
             default: return .taken
             }
         }

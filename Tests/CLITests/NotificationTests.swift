@@ -16,6 +16,17 @@ struct NotificationTests {
         try runProcess(MamfsBinary.path, arguments + ["--state", state], environment: testEnvironment(environment), timeout: 60)
     }
 
+    /// A temp directory with an initialised state and the encrypting policy file; `environment` for init.
+    static func freshState(_ prefix: String, _ environment: [String: String] = [:]) throws -> (dir: TempDirectory, state: String, policy: String) {
+        let dir = try TempDirectory(prefix: prefix)
+        let state = dir.file("state")
+        let policy = dir.file("policy.json")
+        try Data(MamfsCLI.encryptingPolicy.utf8).write(to: URL(fileURLWithPath: policy))
+        let initialised = try mamfs(["init"], state: state, environment.isEmpty ? SessionBus.noBusEnvironment(runtimeDirectory: dir.path) : environment)
+        guard initialised.status == 0 else { throw TestSupportError("mamfs init: \(initialised.err)") }
+        return (dir, state, policy)
+    }
+
     static func jsonLines(_ text: String) throws -> [[String: Any]] {
         try text.split(separator: "\n").map { line in
             guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
@@ -48,11 +59,7 @@ struct NotificationTests {
     func verbSignalsReachListeners() throws {
         let bus = try SessionBus()
         defer { bus.stop() }
-        let dir = try TempDirectory(prefix: "mamfs-notify")
-        let state = dir.file("state")
-        let policy = dir.file("policy.json")
-        try Data(MamfsCLI.encryptingPolicy.utf8).write(to: URL(fileURLWithPath: policy))
-        #expect(try Self.mamfs(["init"], state: state, [:]).status == 0)
+        let (dir, state, policy) = try Self.freshState("mamfs-notify")
         let events = try Self.listen(bus, ["--json", "--count", "5"])
         defer { events.stop() }
         let monitor = try Self.monitor(bus)
@@ -92,12 +99,8 @@ struct NotificationTests {
 
     @Test("enroll, unenroll and wipe --json print one status object on success and on failure, with the failure's exit code")
     func jsonStatusShapes() throws {
-        let dir = try TempDirectory(prefix: "mamfs-notify-json")
-        let state = dir.file("state")
-        let policy = dir.file("policy.json")
-        try Data(MamfsCLI.encryptingPolicy.utf8).write(to: URL(fileURLWithPath: policy))
+        let (dir, state, policy) = try Self.freshState("mamfs-notify-json")
         let noBus = SessionBus.noBusEnvironment(runtimeDirectory: dir.path)
-        #expect(try Self.mamfs(["init"], state: state, noBus).status == 0)
         func status(_ arguments: [String]) throws -> (Int32, [String: Any], String) {
             let result = try Self.mamfs(arguments + ["--json"], state: state, noBus)
             let lines = try Self.jsonLines(result.out)
@@ -150,12 +153,8 @@ struct NotificationTests {
 
     @Test("a verb without a session bus succeeds; with -v one line says nothing was published")
     func verbWithoutBus() throws {
-        let dir = try TempDirectory(prefix: "mamfs-notify-quiet")
-        let state = dir.file("state")
-        let policy = dir.file("policy.json")
-        try Data(MamfsCLI.encryptingPolicy.utf8).write(to: URL(fileURLWithPath: policy))
+        let (dir, state, policy) = try Self.freshState("mamfs-notify-quiet")
         let noBus = SessionBus.noBusEnvironment(runtimeDirectory: dir.path)
-        #expect(try Self.mamfs(["init"], state: state, noBus).status == 0)
         let quiet = try Self.mamfs(["enroll", Self.account, "--policy", policy], state: state, noBus)
         #expect(quiet.status == 0 && quiet.err == "", "\(quiet.err)")
         let verbose = try Self.mamfs(["policy", "set", Self.account, policy, "-v"], state: state, noBus)
@@ -167,11 +166,8 @@ struct NotificationTests {
     func humanFormAndSignal() throws {
         let bus = try SessionBus()
         defer { bus.stop() }
-        let dir = try TempDirectory(prefix: "mamfs-notify-human")
-        let state = dir.file("state")
-        let policy = dir.file("policy.json")
-        try Data(MamfsCLI.encryptingPolicy.utf8).write(to: URL(fileURLWithPath: policy))
-        #expect(try Self.mamfs(["init"], state: state, [:]).status == 0)
+        let (dir, state, policy) = try Self.freshState("mamfs-notify-human")
+        defer { withExtendedLifetime(dir) {} }
         let events = try Self.listen(bus, [])
         defer { events.stop() }
         #expect(try Self.mamfs(["enroll", Self.account, "--policy", policy], state: state, bus.environment).status == 0)

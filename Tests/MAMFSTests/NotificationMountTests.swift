@@ -58,6 +58,30 @@ struct NotificationMountTests {
         #expect(try bus.ownerPID(of: "org.mamfs.Mamfs1") == nil, "the name is released when the mount stops")
     }
 
+    @Test("two mounts on one bus: the first owns org.mamfs.Mamfs1, the second waits for it and takes it over when the first unmounts")
+    func twoMountsShareTheName() throws {
+        let bus = try SessionBus()
+        defer { bus.stop() }
+        let first = try MountedFixture(.managed, mountEnvironment: bus.environment)
+        defer { first.close() }
+        let second = try MountedFixture(.unmanaged, mountEnvironment: bus.environment)
+        defer { second.close() }
+        #expect(first.daemonPID != nil && second.daemonPID != nil)
+        #expect(try bus.ownerPID(of: "org.mamfs.Mamfs1") == first.daemonPID)
+        first.close()
+        var owner: pid_t?
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            owner = try bus.ownerPID(of: "org.mamfs.Mamfs1")
+            if owner == second.daemonPID { break }
+            usleep(50_000)
+        } while Date() < deadline
+        #expect(owner == second.daemonPID, "\(String(describing: owner))")
+        second.close()
+        let log = (try? String(contentsOfFile: second.log, encoding: .utf8)) ?? ""
+        #expect(log.contains("org.mamfs.Mamfs1 is owned by another connection (another mount)"), "\(log)")
+    }
+
     @Test("-o notify: a blocked access calls org.freedesktop.Notifications.Notify naming the program and the file, once per file within the rate limit")
     func desktopNotification() throws {
         let bus = try SessionBus()
