@@ -5,7 +5,7 @@ SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 # Extra SwiftPM flags, e.g. SWIFTPM_FLAGS="--scratch-path /tmp/build".
 SWIFTPM_FLAGS ?=
 APT_PACKAGES := libfuse3-dev fuse3 libssl-dev libsqlite3-dev sqlite3 attr rsync git python3-cryptography scdoc \
-	libcurl4-openssl-dev libxml2-dev apache2 apache2-utils
+	libcurl4-openssl-dev libxml2-dev apache2 apache2-utils libdbus-1-dev dbus-daemon dbus-bin
 
 .PHONY: deps build demo test
 
@@ -71,7 +71,7 @@ build/man/%: man/%.scd
 
 # The binary that is installed and packaged: a release build with the Swift runtime linked in
 # statically, so it needs nothing from the toolchain at run time (only libc, libstdc++,
-# libcrypto, libsqlite3, libfuse3, libcurl and libxml2). Its own scratch path keeps the `build` binary as it is.
+# libcrypto, libsqlite3, libfuse3, libcurl, libxml2 and libdbus-1). Its own scratch path keeps the `build` binary as it is.
 STATIC_SCRATCH ?= .build/static
 STATIC_FLAGS = -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH)
 STATIC_BIN = $(STATIC_SCRATCH)/release/mamfs

@@ -28,11 +28,15 @@ let package = Package(
         .target(name: "MAMSystem", dependencies: ["CSystem"]),
         .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem", "MAMSystem"]),
         .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem", "CCurl", "CXMLTree"]),
-        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "MAMSystem", "CFuse", "CFuseTransport", "CSystem"]),
-        .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection", "MAMSystem"]),
+        // Session-bus signals and desktop notifications (libdbus-1, the reference implementation).
+        .systemLibrary(name: "CDBus", path: "Sources/CDBus", pkgConfig: "dbus-1",
+                       providers: [.apt(["libdbus-1-dev"])]),
+        .target(name: "MAMBus", dependencies: ["MAMProtection", "CDBus"]),
+        .target(name: "MAMFS", dependencies: ["MAMFileProvider", "MAMProtection", "MAMSystem", "MAMBus", "CFuse", "CFuseTransport", "CSystem"]),
+        .executableTarget(name: "mamfs", dependencies: ["MAMFS", "MAMFileProvider", "MAMProtection", "MAMSystem", "MAMBus"]),
         // Helpers every test target shares (process runner, fixtures, unmounting): a library,
         // not a test target, so the test targets can import it.
-        .target(name: "MAMTestSupport", dependencies: ["MAMProtection", "MAMFileProvider", "CSystem"], path: "Tests/MAMTestSupport"),
+        .target(name: "MAMTestSupport", dependencies: ["MAMProtection", "MAMFileProvider", "MAMBus", "CSystem"], path: "Tests/MAMTestSupport"),
         .testTarget(name: "MAMSystemTests", dependencies: ["MAMSystem"]),
         .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection", "MAMTestSupport"]),

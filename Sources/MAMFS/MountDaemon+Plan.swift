@@ -117,6 +117,9 @@ extension MountDaemon {
             case "page_cache":
                 guard parts.count == 1 else { throw MAMError.invalidArguments("-o \(option): takes no value") }
                 options.pageCache = true
+            case "notify":
+                guard parts.count == 1 else { throw MAMError.invalidArguments("-o \(option): takes no value") }
+                options.notify = true
             case "writeback_cache":
                 throw MAMError.invalidArguments("-o writeback_cache is not supported (mamfs must see every write)")
             case "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "rw", "account", "state", "comment":

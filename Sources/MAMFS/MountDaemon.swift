@@ -217,6 +217,9 @@ public enum MountDaemon {
             fs.attributesChanged = { nodeid in
                 _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: sessionAddress), nodeid, -1, 0)
             }
+            // Before `ready`: the mount owns its bus name by the time `mamfs mount` returns.
+            let publisher = startPublishing(fs: fs, options: options, context: context)
+            defer { stopPublishing(publisher, context: context) }
             ready(session)
             fs.start()
             defer { fs.stop() }

@@ -20,8 +20,8 @@ public struct MountOptions: Sendable, Equatable {
     public var foreground: Bool
     /// FUSE mount options as given with -o (each element may hold several, comma-separated):
     /// allow_other, ro, default_permissions, max_write=N, ... plus mamfs' own attr_timeout=S,
-    /// entry_timeout=S, page_cache (see `pageCache`) and log=FILE (see `logFile`), which are
-    /// not passed to libfuse.
+    /// entry_timeout=S, page_cache (see `pageCache`), log=FILE (see `logFile`) and notify
+    /// (see `notify`), which are not passed to libfuse.
     /// writeback_cache is refused (mamfs must see every write to keep O_APPEND and plaintext
     /// sizes right).
     public var fuseOptions: [String]
@@ -89,6 +89,10 @@ public struct MountOptions: Sendable, Equatable {
     public var force = false
     /// `-v`: the daemon also logs when it has mounted (with its pid) and when it was unmounted.
     public var verbose = false
+    /// `-o notify`: each blocked access is also shown on the desktop
+    /// (`org.freedesktop.Notifications.Notify` on the session bus, at most one per file every
+    /// 5 s); a failed notification is logged and never delays or fails the request.
+    public var notify = false
 
     public init(backingDirectory: String, mountpoint: String, account: String = "", foreground: Bool = false,
                 fuseOptions: [String] = [], attributeTimeout: Double = 1, entryTimeout: Double = 1,

@@ -4,24 +4,32 @@ import MAMProtection
 /// `enroll`, `unenroll`, `accounts` and `wipe`: registering the managed account, removing it,
 /// listing accounts and selective wipe.
 enum AccountCommands {
+    /// What `--json` of enroll, unenroll and wipe prints (`EnrollmentStatusOutput`).
+    static let jsonHelp = [
+        "--json                  print the enrollment status as one JSON object, also on failure:",
+        "                        {accountId, upn, status, statusCode, error} (status and statusCode as",
+        "                        the session-bus signals carry them: docs/NOTIFICATIONS.md)"]
+
     static let enroll = Verb(
         "enroll",
-        usage: ["mamfs enroll ACCOUNT [--upn UPN] --policy POLICY.json [--state DIR]",
-                "mamfs enroll --upn UPN --policy POLICY.json [--state DIR]"],
+        usage: ["mamfs enroll ACCOUNT [--upn UPN] --policy POLICY.json [--json] [--state DIR]",
+                "mamfs enroll --upn UPN --policy POLICY.json [--json] [--state DIR]"],
         summary: "Register ACCOUNT (an accountId GUID, or a homeAccountId OID.TID whose TID is recorded as the tenant) as the managed account with the policy in POLICY.json. Only one account can be managed at a time. With --upn alone the account is enrolled by its UPN and keyed by it (its files carry the UPN as owner) until a later enroll names both, which records the accountId. When the allowed-accounts list is set (see 'mamfs accounts allow'), any other account is refused (\(ExitCode.noPerm)) and the refusal is written to the audit log.",
         options: ["--upn UPN               the account's user principal name (user@contoso.com)",
-                  "--policy POLICY.json    the account's policy (schema in docs/POLICY.md)"],
-        spec: ArgumentSpec(options: ["--upn", "--policy"], positionals: 0...1),
+                  "--policy POLICY.json    the account's policy (schema in docs/POLICY.md)",
+                  jsonHelp[0], jsonHelp[1], jsonHelp[2]],
+        spec: ArgumentSpec(flags: ["--json"], options: ["--upn", "--policy"], positionals: 0...1),
         run: runEnroll)
 
     static let unenroll = Verb(
         "unenroll",
-        usage: ["mamfs unenroll ACCOUNT [--wipe] [--root DIR]... [--keep-registered] [--state DIR]"],
+        usage: ["mamfs unenroll ACCOUNT [--wipe] [--root DIR]... [--keep-registered] [--json] [--state DIR]"],
         summary: "Unenroll ACCOUNT (accountId, UPN or OID.TID): it is no longer managed, and no longer registered unless --keep-registered (its keys stay, so its encrypted files remain readable, and a later 'mamfs wipe' still finds it). With --wipe, also selectively wipe it (see 'mamfs wipe').",
         options: ["--wipe                  also remove every file the account owns and destroy its keys",
                   "--root DIR              with --wipe: also search DIR for the account's files (repeatable)",
-                  "--keep-registered       leave the account registered"],
-        spec: ArgumentSpec(flags: ["--wipe", "--keep-registered"], repeatable: ["--root"], positionals: 1...1),
+                  "--keep-registered       leave the account registered",
+                  jsonHelp[0], jsonHelp[1], jsonHelp[2]],
+        spec: ArgumentSpec(flags: ["--wipe", "--keep-registered", "--json"], repeatable: ["--root"], positionals: 1...1),
         run: runUnenroll)
 
     static let accounts = Verb(
@@ -37,10 +45,11 @@ enum AccountCommands {
 
     static let wipe = Verb(
         "wipe",
-        usage: ["mamfs wipe ACCOUNT [--root DIR]... [--state DIR]"],
+        usage: ["mamfs wipe ACCOUNT [--root DIR]... [--json] [--state DIR]"],
         summary: "Selective wipe: remove every file ACCOUNT (accountId or UPN) owns under the known roots (mounted backing directories and protected paths) and every --root, and destroy the account's keys so copies elsewhere cannot be read. Directories of the account (tagged with it, or untagged below one that is) that are left empty are removed too; the roots themselves, directories of other owners, untagged ones and any that still hold something stay. Other files are left alone. Symbolic links are never followed and other filesystems mounted inside a root are not entered; exits \(ExitCode.ioErr) when another process keeps the deleted key bytes in the state files (run it again when it is closed).",
-        options: ["--root DIR              also search DIR for the account's files (repeatable)"],
-        spec: ArgumentSpec(repeatable: ["--root"], positionals: 1...1),
+        options: ["--root DIR              also search DIR for the account's files (repeatable)",
+                  jsonHelp[0], jsonHelp[1], jsonHelp[2]],
+        spec: ArgumentSpec(flags: ["--json"], repeatable: ["--root"], positionals: 1...1),
         run: runWipe)
 
     static func runEnroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
@@ -52,14 +61,22 @@ enum AccountCommands {
         guard let policyPath = arguments.value("--policy") else {
             throw UsageError("missing --policy POLICY.json")
         }
-        let policy = try PolicyCommands.readPolicy(policyPath)
-        let context = try invocation.openContext()
-        let named = account ?? upn ?? ""
-        try CommandAudit.requireAllowed(context, action: "enroll", names: [upn, account])
-        let identity = try attempt(named) { try context.enrollment.enroll(accountId: account, upn: upn, policy: policy) }
-        CommandAudit.record(context, action: "enroll", path: identity.accountId, owner: identity.accountId)
-        Output.line("Enrolled \(displayName(identity)) as the managed account (policy from \(policyPath))")
-        return ExitCode.ok
+        let json = arguments.flag("--json")
+        return try EnrollmentStatusOutput.run(.enroll, json: json, accountId: account, upn: upn, invocation) { session in
+            let policy = try PolicyCommands.readPolicy(policyPath)
+            let context = try session.openContext()
+            let named = account ?? upn ?? ""
+            do {
+                try CommandAudit.requireAllowed(context, action: "enroll", names: [upn, account])
+            } catch let failure as CommandFailure {
+                // The library's enroll is not reached: the refusal is the enrollment's status.
+                context.report(.enrolled(.failed(.enroll, accountId: account, upn: upn, error: MAMError.policyDenied(failure.message))))
+                throw failure
+            }
+            let identity = try attempt(named) { try context.enrollment.enroll(accountId: account, upn: upn, policy: policy) }
+            CommandAudit.record(context, action: "enroll", path: identity.accountId, owner: identity.accountId)
+            if !json { Output.line("Enrolled \(displayName(identity)) as the managed account (policy from \(policyPath))") }
+        }
     }
 
     static func runUnenroll(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
@@ -69,24 +86,25 @@ enum AccountCommands {
         if !roots.isEmpty && !wipe {
             throw UsageError("--root is only used with --wipe")
         }
-        try requireDirectories(roots)
-        let context = try invocation.openContext()
-        let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
-        let progress = ProgressLine(prefix: "mamfs: unenroll: wiping: ")
-        defer { progress.finish() }
-        let keep = arguments.flag("--keep-registered")
-        let report = try attempt(account) {
-            try context.enrollment.unenroll(account, wipe: wipe, keepRegistered: keep, roots: roots,
-                                            progress: wipe ? { progress.update(describe($0)) } : nil)
+        let json = arguments.flag("--json")
+        return try EnrollmentStatusOutput.run(.unenroll, json: json, accountId: account, upn: nil, invocation) { session in
+            try requireDirectories(roots)
+            let context = try session.openContext()
+            let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
+            let progress = ProgressLine(prefix: "mamfs: unenroll: wiping: ")
+            defer { progress.finish() }
+            let keep = arguments.flag("--keep-registered")
+            let report = try attempt(account) {
+                try context.enrollment.unenroll(account, wipe: wipe, keepRegistered: keep, roots: roots,
+                                                progress: wipe ? { progress.update(describe($0)) } : nil)
+            }
+            progress.finish()
+            CommandAudit.record(context, action: "unenroll", path: accountId, owner: accountId)
+            if let report { printNotes(report, verb: "unenroll") }
+            guard !json else { return }
+            Output.line(keep ? "Unenrolled \(account) (still registered)" : "Unenrolled and deregistered \(account)")
+            if let report { Output.line(summary(of: report, account: account)) }
         }
-        progress.finish()
-        CommandAudit.record(context, action: "unenroll", path: accountId, owner: accountId)
-        Output.line(keep ? "Unenrolled \(account) (still registered)" : "Unenrolled and deregistered \(account)")
-        if let report {
-            printNotes(report, verb: "unenroll")
-            Output.line(summary(of: report, account: account))
-        }
-        return ExitCode.ok
     }
 
     static func runAccounts(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
@@ -129,20 +147,22 @@ enum AccountCommands {
     static func runWipe(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let account = arguments.positionals[0]
         let roots = arguments.values("--root")
-        try requireDirectories(roots)
-        let context = try invocation.openContext()
-        let progress = ProgressLine(prefix: "mamfs: wipe: ")
-        defer { progress.finish() }
-        let report = try attempt(account) {
-            try context.enrollment.wipe(account, roots: roots, progress: { progress.update(describe($0)) },
-                                        removed: invocation.verbose ? { Output.line("removed \($0)") } : nil)
+        let json = arguments.flag("--json")
+        return try EnrollmentStatusOutput.run(.wipe, json: json, accountId: account, upn: nil, invocation) { session in
+            try requireDirectories(roots)
+            let context = try session.openContext()
+            let progress = ProgressLine(prefix: "mamfs: wipe: ")
+            defer { progress.finish() }
+            let report = try attempt(account) {
+                try context.enrollment.wipe(account, roots: roots, progress: { progress.update(describe($0)) },
+                                            removed: invocation.verbose && !json ? { Output.line("removed \($0)") } : nil)
+            }
+            progress.finish()
+            let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
+            CommandAudit.record(context, action: "wipe", path: accountId, owner: accountId)
+            printNotes(report, verb: "wipe")
+            if !json { Output.line(summary(of: report, account: account)) }
         }
-        progress.finish()
-        let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
-        CommandAudit.record(context, action: "wipe", path: accountId, owner: accountId)
-        printNotes(report, verb: "wipe")
-        Output.line(summary(of: report, account: account))
-        return ExitCode.ok
     }
 
     /// Every `--root` must be an existing directory and not a symbolic link (`.noInput` otherwise): a

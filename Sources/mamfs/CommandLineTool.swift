@@ -35,6 +35,7 @@ enum CommandLineTool {
         AuditCommands.verify,
         DiagnoseCommands.diagnose,
         DiagnoseCommands.scrub,
+        EventCommands.events,
     ] + ProviderVerbs.all
 
     /// Verbs with sub-verbs (`mamfs policy show`): the group name, its sub-verbs and the text
@@ -72,9 +73,9 @@ enum CommandLineTool {
             "",
             "ACCOUNT is an accountId (GUID) or a UPN, in any case.",
             "",
-            "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.software) internal",
-            "error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable or daemon",
-            "still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable;",
+            "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.unavailable) no session bus",
+            "(events), \(ExitCode.software) internal error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable",
+            "or daemon still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable;",
             "compliance verbs: \(ExitCode.notCompliant) NotCompliant, \(ExitCode.networkFailure) NetworkFailure, \(ExitCode.serviceFailure) ServiceFailure, \(ExitCode.userCancelled) UserCancelled,",
             "\(ExitCode.interactionRequired) InteractionRequired.",
         ]

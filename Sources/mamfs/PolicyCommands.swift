@@ -56,6 +56,7 @@ enum PolicyCommands {
         let path = arguments.positionals[1]
         let policy = try readPolicy(path)
         let context = try invocation.openContext()
+        CommandEvents.attach(to: context, invocation)
         try attempt(account) { try context.enrollment.setPolicy(account, policy) }
         let accountId = (try? context.resolveAccount(account))?.accountId ?? AccountIdentity.canonical(account)
         CommandAudit.record(context, action: "policy set", path: accountId, owner: accountId)

@@ -7,7 +7,7 @@ struct UsageTests {
     static let verbs = ["init", "enroll", "unenroll", "accounts", "accounts allow", "accounts allowed", "policy show",
                         "policy set", "protect", "info", "verify-protect", "can-receive",
                         "encrypt", "decrypt", "protect-data", "unprotect-data", "wipe", "mount", "unmount",
-                        "audit", "audit verify", "config get", "diagnose", "scrub"]
+                        "audit", "audit verify", "config get", "diagnose", "scrub", "events"]
 
     @Test("the binary is found")
     func binaryFound() {

@@ -7,7 +7,7 @@ struct ExitCodeTests {
     @Test("the numbers are a public contract (README lists them): each name keeps its sysexits value")
     func pinnedNumbers() {
         let expected: [(ExitCode, Int32)] = [(.ok, 0), (.failure, 1), (.usage, 64), (.dataErr, 65), (.noInput, 66),
-                                             (.software, 70), (.cantCreate, 73), (.ioErr, 74), (.tempFail, 75),
+                                             (.unavailable, 69), (.software, 70), (.cantCreate, 73), (.ioErr, 74), (.tempFail, 75),
                                              (.noPerm, 77), (.notCompliant, 80), (.networkFailure, 81), (.serviceFailure, 82),
                                              (.userCancelled, 83), (.interactionRequired, 84)]
         #expect(ExitCode.allCases.count == expected.count)

@@ -31,7 +31,7 @@ echo "package-check: $deb"
 [[ $(dpkg-deb -f "$deb" Version) == "$version" ]] || fail "Version $(dpkg-deb -f "$deb" Version) is not $version"
 [[ $(dpkg-deb -f "$deb" Architecture) == "$arch" ]] || fail "Architecture is not $arch"
 depends=$(dpkg-deb -f "$deb" Depends | tr -d ' ' | tr ',' '\n' | sed 's/(.*//' | sort -u)
-for needed in fuse3 libfuse3-3 libssl3 libsqlite3-0 libcurl4 libxml2; do
+for needed in fuse3 libfuse3-3 libssl3 libsqlite3-0 libcurl4 libxml2 libdbus-1-3; do
     grep -qx "$needed" <<<"$depends" || fail "Depends lacks $needed"
 done
 ok "control: mamfs $version $arch, Depends: $(echo $depends)"

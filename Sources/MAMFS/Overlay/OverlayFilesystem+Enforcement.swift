@@ -73,9 +73,11 @@ extension OverlayFilesystem {
             }
             if decision.isRecorded {
                 // The mount path (a readlink of the backing descriptor) only for a record.
-                fs.recordAccess(AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.path,
-                                           action: action.auditName, path: (try? path()) ?? "", owner: owner ?? "",
-                                           decision: decision.verdict.auditName, rule: decision.rule))
+                let event = AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.path,
+                                       action: action.auditName, path: (try? path()) ?? "", owner: owner ?? "",
+                                       decision: decision.verdict.auditName, rule: decision.rule)
+                fs.recordAccess(event)
+                if !decision.permits { fs.reportBlocked(event, errno: decision.errno) }
             }
             guard decision.permits else { throw FilesystemError(code: decision.errno) }
             return decision
@@ -87,6 +89,14 @@ extension OverlayFilesystem {
     func recordAccess(_ event: AuditEvent) {
         recordedAccess.store(true, ordering: .relaxed)
         context.auditLog.record(event)
+    }
+
+    /// Tells the context's event sink (the session bus, the desktop) about a denial the
+    /// audit log just recorded.
+    func reportBlocked(_ event: AuditEvent, errno: Int32) {
+        context.report(.accessBlocked(.init(accountId: event.owner, upn: context.accountRecord(event.owner)?.upn ?? "",
+                                            path: event.path, executable: event.executable, action: event.action,
+                                            rule: event.rule, errno: errno)))
     }
 
     /// open: a work file is opened (sendData); a personal one by a managed app for reading is

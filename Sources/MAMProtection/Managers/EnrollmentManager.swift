@@ -47,8 +47,23 @@ public struct EnrollmentManager: Sendable {
     ///   account already managed (one at a time), the UPN or accountId belonging to another
     ///   account, or a tenant other than the one recorded; `.policyDenied` when the state's
     ///   allowed-accounts list is set and names neither the accountId nor the UPN.
+    /// Reports `.enrolled` with the status (100, or the failure's code) to the context's sink.
     @discardableResult
     public func enroll(accountId: String?, upn: String?, policy: Policy) throws -> AccountIdentity {
+        do {
+            let identity = try performEnroll(accountId: accountId, upn: upn, policy: policy)
+            context.report(.enrolled(.succeeded(.enroll, identity)))
+            return identity
+        } catch {
+            let named = try? context.state.account(named: accountId ?? upn ?? "")
+            let another = ((try? context.state.managedAccounts()) ?? []).contains { $0.accountId != named?.accountId }
+            context.report(.enrolled(.failed(.enroll, accountId: accountId ?? named?.accountId, upn: upn ?? named?.upn,
+                                             error: error, anotherManaged: another)))
+            throw error
+        }
+    }
+
+    private func performEnroll(accountId: String?, upn: String?, policy: Policy) throws -> AccountIdentity {
         let name = try accountId.map(AccountIdentity.parseName)
         if let accountId, let name, !name.isAccountId {
             throw MAMError.invalidArguments("'\(InputQuote.short(accountId))' is not an accountId (expected a GUID such as 8c7f3e1a-0000-4000-8000-000000000001, or OID.TID)")
@@ -128,9 +143,30 @@ public struct EnrollmentManager: Sendable {
     /// selective wipe runs first. The account's row stays, so a later wipe still finds it.
     /// - Returns: the wipe report when `wipe` was asked.
     /// - Throws: `.unknownAccount`; what `wipe` throws.
+    ///
+    /// Reports `.unenrolled` (104, or the failure's code) to the context's sink, after the
+    /// wipe's own `.wiped`.
     @discardableResult
     public func unenroll(_ name: String, wipe: Bool, keepRegistered: Bool = false, roots: [String],
                          progress: ((WipeProgress) -> Void)? = nil) throws -> WipeReport? {
+        do {
+            let (identity, report) = try performUnenroll(name, wipe: wipe, keepRegistered: keepRegistered, roots: roots, progress: progress)
+            context.report(.unenrolled(.succeeded(.unenroll, identity)))
+            return report
+        } catch {
+            context.report(.unenrolled(failure(.unenroll, name, error, wiping: wipe)))
+            throw error
+        }
+    }
+
+    /// The failure status of `operation` on the account `name` (resolved when registered).
+    private func failure(_ operation: EnrollmentStatus.Operation, _ name: String, _ error: Error, wiping: Bool = false) -> EnrollmentStatus {
+        let identity = try? context.resolveAccount(name)
+        return .failed(operation, accountId: identity?.accountId ?? name, upn: identity?.upn, error: error, wiping: wiping)
+    }
+
+    private func performUnenroll(_ name: String, wipe: Bool, keepRegistered: Bool, roots: [String],
+                                 progress: ((WipeProgress) -> Void)?) throws -> (AccountIdentity, WipeReport?) {
         let identity = try context.resolveAccount(name)
         var report: WipeReport?
         if wipe {
@@ -140,7 +176,7 @@ public struct EnrollmentManager: Sendable {
         try context.state.setPolicy(identity.accountId, json: nil)
         if !keepRegistered { try context.state.setRegistered(identity.accountId, registered: false) }
         context.stateDidChange()
-        return report
+        return (identity, report)
     }
 
     /// Selective wipe: destroys the account's keys first (so every copy anywhere becomes
@@ -159,9 +195,23 @@ public struct EnrollmentManager: Sendable {
     ///   are unreadable); `.system(errno: EBUSY)` after the walk when the deleted key bytes may
     ///   remain in the state files because another connection holds a read transaction.
     /// - Parameter removed: told the path of every file and directory removed, as it goes.
+    ///
+    /// Reports `.wiped` (102 with the counts, or the failure's code) to the context's sink.
     @discardableResult
     public func wipe(_ name: String, roots: [String], progress: ((WipeProgress) -> Void)? = nil,
                      removed: ((String) -> Void)? = nil) throws -> WipeReport {
+        do {
+            let (identity, report) = try performWipe(name, roots: roots, progress: progress, removed: removed)
+            context.report(.wiped(.succeeded(.wipe, identity), removedFiles: report.removedFiles, keysDestroyed: report.keysDestroyed))
+            return report
+        } catch {
+            context.report(.wiped(failure(.wipe, name, error), removedFiles: 0, keysDestroyed: 0))
+            throw error
+        }
+    }
+
+    private func performWipe(_ name: String, roots: [String], progress: ((WipeProgress) -> Void)?,
+                             removed: ((String) -> Void)?) throws -> (AccountIdentity, WipeReport) {
         let identity = try context.resolveAccount(name)
         var given: [WipeRoot] = []
         defer { given.forEach { $0.close() } }
@@ -184,7 +234,7 @@ public struct EnrollmentManager: Sendable {
         }
         progress?(WipeProgress(examined: walker.examined, removed: walker.report.removedFiles))
         try context.state.requireKeyBytesGone(destroyed.wrapped)
-        return walker.report
+        return (identity, walker.report)
     }
 
     /// Every account the state knows (registered or not; see `AccountRecord.registered`).
@@ -205,13 +255,22 @@ public struct EnrollmentManager: Sendable {
     }
 
     /// Replaces the policy of a managed account; running mounts pick it up (data_version poll).
+    /// Reports `.policyChanged` (100, 101 when the policy is the one stored, or the failure's
+    /// code) to the context's sink.
     /// - Throws: `.unknownAccount`; `.applicationNotManaged` when the account is not enrolled.
     public func setPolicy(_ name: String, _ policy: Policy) throws {
-        let identity = try context.resolveAccount(name)
-        guard let record = try context.state.account(named: identity.accountId), record.managed else {
-            throw MAMError.applicationNotManaged("account \(identity.accountId) is not enrolled")
+        do {
+            let identity = try context.resolveAccount(name)
+            guard let record = try context.state.account(named: identity.accountId), record.managed else {
+                throw MAMError.applicationNotManaged("account \(identity.accountId) is not enrolled")
+            }
+            let json = String(decoding: policy.jsonData(), as: UTF8.self)
+            try context.state.setPolicy(identity.accountId, json: json)
+            context.stateDidChange()
+            context.report(.policyChanged(.succeeded(.policy, identity, unchanged: record.policyJSON == json)))
+        } catch {
+            context.report(.policyChanged(failure(.policy, name, error)))
+            throw error
         }
-        try context.state.setPolicy(identity.accountId, json: String(decoding: policy.jsonData(), as: UTF8.self))
-        context.stateDidChange()
     }
 }

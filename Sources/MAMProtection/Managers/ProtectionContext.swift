@@ -26,6 +26,9 @@ public final class ProtectionContext: @unchecked Sendable {
     var siteDevice: ComplianceOutcome?
     var events: ComplianceEventSink?
     var flushesGateRefusals = true
+    private var sink: ProtectionEventSink?
+    /// The state's scrub list, read with the accounts (what published events never show).
+    private var scrubList = Scrubber(values: [])
 
     private init(stateDirectory: StateDirectory, state: StateStore, masterKey: SymmetricKey) throws {
         self.stateDirectory = stateDirectory
@@ -90,9 +93,11 @@ public final class ProtectionContext: @unchecked Sendable {
                 table[record.accountId] = policy
             }
         }
+        let scrub = Scrubber(values: (try? state.scrubValues()) ?? [])
         lock.lock()
         accountsById = byId
         evaluator = PolicyEvaluator(policies: table)
+        scrubList = scrub
         lastDataVersion = version
         lock.unlock()
         withLock { complianceResults = results }
@@ -237,6 +242,23 @@ public final class ProtectionContext: @unchecked Sendable {
         let log = AuditLog(stateDirectory: stateDirectory, state: state)
         audit = log
         return log
+    }
+
+    /// Where this context's `ProtectionEvent`s go (nil: nowhere). The component that owns the
+    /// context sets it once, before the events it wants to hear about.
+    public var eventSink: ProtectionEventSink? {
+        get { lock.lock(); defer { lock.unlock() }; return sink }
+        set { lock.lock(); sink = newValue; lock.unlock() }
+    }
+
+    /// Hands `event` to the sink, its path and executable scrubbed by the state's scrub list
+    /// (as of the last reload). Never throws.
+    public func report(_ event: ProtectionEvent) {
+        lock.lock()
+        let sink = self.sink
+        let scrubber = scrubList
+        lock.unlock()
+        sink?.deliver(event.scrubbed(by: scrubber))
     }
 
     /// The caller-aware rules over the currently managed accounts' policies.

@@ -10,6 +10,7 @@
 /// | `usage`       | 64   | EX_USAGE       | unknown option or verb, missing or extra argument, invalid policy file, an argument or path variable that is not UTF-8, `MAMError.invalidArguments`; `mount` on a mountpoint with a FUSE mount (or a dead one, without `--force`) |
 /// | `dataErr`     | 65   | EX_DATAERR     | corrupt or tampered data (authentication failure), input that is not protected or not base64 |
 /// | `noInput`     | 66   | EX_NOINPUT     | a file, directory, state or account that is not there; `unmount` of something that is not a mamfs mount |
+/// | `unavailable` | 69   | EX_UNAVAILABLE | `events`: there is no session bus, or it cannot be reached or went away |
 /// | `software`    | 70   | EX_SOFTWARE    | internal error; the mount daemon exited before it could say why       |
 /// | `cantCreate`  | 73   | EX_CANTCREAT   | cannot create the output (disk full, read-only, exists, link limit; `-o` names something that is not a regular file); the FUSE mount itself failed; `provider evict` of a file with changes not uploaded |
 /// | `ioErr`       | 74   | EX_IOERR       | any other I/O error; items a `provider sync` pass could not bring in sync; a wipe whose deleted key bytes may remain in the state files |
@@ -21,8 +22,7 @@
 /// | `userCancelled` | 83 | -              | `compliance`: UserCancelled                                             |
 /// | `interactionRequired` | 84 | -        | `compliance`: InteractionRequired (`remediate --silent` of a check that needs the user) |
 ///
-/// `unavailable` (69) and `config` (78) are not used: mamfs reports a missing service or a bad
-/// configuration file as one of the codes above.
+/// `config` (78) is not used: mamfs reports a bad configuration file as one of the codes above.
 public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     /// 0, EX_OK.
     case ok = 0
@@ -34,6 +34,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     case dataErr = 65
     /// 66, EX_NOINPUT: an input file, directory, state or account is missing.
     case noInput = 66
+    /// 69, EX_UNAVAILABLE: a service mamfs needs (the session bus of `mamfs events`) is not there.
+    case unavailable = 69
     /// 70, EX_SOFTWARE: internal error.
     case software = 70
     /// 73, EX_CANTCREAT: the output cannot be created.

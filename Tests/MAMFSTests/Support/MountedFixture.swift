@@ -38,7 +38,9 @@ final class MountedFixture: @unchecked Sendable {
 
     /// `launcher`: a command the `mamfs mount` daemon is started under (e.g. `prlimit
     /// --nofile=1024:1024`); such a fixture needs the daemon (no in-process fallback).
-    init(_ kind: Kind, backing customBacking: String? = nil, options: [String] = [], launcher: [String] = []) throws {
+    /// `mountEnvironment`: added to the environment `mamfs mount` (and so its daemon) runs with.
+    init(_ kind: Kind, backing customBacking: String? = nil, options: [String] = [], launcher: [String] = [],
+         mountEnvironment: [String: String] = [:]) throws {
         self.kind = kind
         base = NSTemporaryDirectory() + "mamfs-fs-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
@@ -50,7 +52,7 @@ final class MountedFixture: @unchecked Sendable {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
         try MamfsCLI.initAndEnroll(state: state, account: MountedFixture.account, policyFile: base + "/policy.json")
-        try mount(options: options, launcher: launcher)
+        try mount(options: options, launcher: launcher, environment: mountEnvironment)
     }
 
     deinit {
@@ -75,14 +77,14 @@ final class MountedFixture: @unchecked Sendable {
         ProcessInfo.processInfo.environment["MAMFS_TEST_IN_PROCESS"] == "1"
     }
 
-    private func mount(options: [String], launcher: [String]) throws {
+    private func mount(options: [String], launcher: [String], environment: [String: String]) throws {
         let account = isManaged ? ["--account", MountedFixture.account] : []
         let opts = options.isEmpty ? [] : ["-o", options.joined(separator: ",")]
         if !MountedFixture.useInProcess {
             // The daemon's diagnostics go to `log` (-o log=FILE); the CLI's own errors too (2>>).
             let logOption = ["-o", "log=" + log]
             let command = (launcher + [MamfsBinary.path, "mount", backing, mountpoint] + account + opts + logOption + ["--state", state]).map(shellQuote).joined(separator: " ")
-            let result = try shell(command + " 2>>" + shellQuote(log))
+            let result = try shell(command + " 2>>" + shellQuote(log), environment: environment)
             if result.status == 0 {
                 mounted = true
                 logsToFile = true
