@@ -2,11 +2,11 @@ import Foundation
 import MAMBus
 import MAMProtection
 
-/// The event sink of a verb that enrolls, unenrolls, wipes or sets a policy: each event is
-/// published on the session bus before the verb goes on (`BusEventPublisher`, synchronous),
-/// and the last enrollment status is kept for `--json`. Without a session bus nothing is
+/// The event sink of a verb that enrolls, unenrolls, wipes, sets a policy or records a
+/// compliance result: each event is published on the session bus before the verb goes on
+/// (`BusEventPublisher`, synchronous), and the last enrollment status is kept for `--json`. Without a session bus nothing is
 /// published and, with `-v`, one line on stderr says so.
-final class CommandEvents: ProtectionEventSink, @unchecked Sendable {
+final class CommandEvents: ProtectionEventSink, ComplianceEventSink, @unchecked Sendable {
     private let publisher: BusEventPublisher
     private let lock = NSLock()
     private var status: EnrollmentStatus?
@@ -37,6 +37,14 @@ final class CommandEvents: ProtectionEventSink, @unchecked Sendable {
             break
         }
         publisher.deliver(event)
+    }
+
+    /// `ComplianceResult`: the status's name and exit code (`ComplianceStatus.exitCode`), the
+    /// failed check and its reason as the error ("" when Compliant).
+    func complianceResultRecorded(account: AccountIdentity, result: ComplianceResult, wiped: Bool) {
+        let error = result.status == .compliant ? "" : (result.failedCheck.map { "\($0): \(result.reason)" } ?? result.reason)
+        publisher.publishComplianceResult(accountId: account.accountId, upn: account.upn ?? "", result: result.status.rawValue,
+                                          code: UInt32(result.status.exitCode.rawValue), error: error)
     }
 
     /// The status of the last enrollment event (nil before any).

@@ -53,6 +53,8 @@ enum ComplianceCommands {
         let account = arguments.positionals[0]
         let paths = arguments.values("--path").map(CommandAudit.absolute)
         let context = try invocation.openContext()
+        // The result (and the Wiped of wipeOnNonCompliance) on the session bus.
+        context.complianceEvents = CommandEvents.attach(to: context, invocation)
         let report = try attempt(account) {
             remediate ? try context.compliance.remediate(account, silent: arguments.flag("--silent"), paths: paths)
                       : try context.compliance.check(account, paths: paths)

@@ -97,6 +97,31 @@ struct NotificationTests {
         #expect(monitor.out.contains("string \"worker@contoso.com\""))
     }
 
+    @Test("compliance check publishes ComplianceResult with the status's name and exit code and the failed check as the error")
+    func complianceResultSignal() throws {
+        let bus = try SessionBus()
+        defer { bus.stop() }
+        let (dir, state, _) = try Self.freshState("mamfs-notify-compliance")
+        let policy = dir.file("compliance.json")
+        try Data(#"{"compliance": [{"check": "command", "command": ["/bin/false"]}]}"#.utf8).write(to: URL(fileURLWithPath: policy))
+        let env = bus.environment
+        #expect(try Self.mamfs(["enroll", Self.account, "--upn", "worker@contoso.com", "--policy", policy], state: state, env).status == 0)
+        let events = try Self.listen(bus, ["--json", "--count", "2"])
+        defer { events.stop() }
+        #expect(try Self.mamfs(["compliance", "check", Self.account], state: state, env).status == 80)
+        try Data(#"{"compliance": [{"check": "command", "command": ["/bin/true"]}]}"#.utf8).write(to: URL(fileURLWithPath: policy))
+        #expect(try Self.mamfs(["policy", "set", Self.account, policy], state: state, SessionBus.noBusEnvironment(runtimeDirectory: dir.path)).status == 0)
+        #expect(try Self.mamfs(["compliance", "check", Self.account], state: state, env).status == 0)
+        #expect(events.waitForExit(timeout: 20) == 0, "mamfs events: \(events.err)")
+        let lines = try Self.jsonLines(events.out)
+        #expect(lines.map { $0["signal"] as? String } == ["ComplianceResult", "ComplianceResult"], "\(events.out)")
+        #expect(lines.map { $0["result"] as? String } == ["NotCompliant", "Compliant"], "\(events.out)")
+        #expect(lines.map { $0["statusCode"] as? Int } == [80, 0], "\(events.out)")
+        #expect(lines.map { $0["accountId"] as? String } == [Self.account, Self.account])
+        #expect(lines.first.flatMap { $0["error"] as? String }?.isEmpty == false, "\(events.out)")
+        #expect(lines.last.flatMap { $0["error"] as? String } == "", "\(events.out)")
+    }
+
     @Test("enroll, unenroll and wipe --json print one status object on success and on failure, with the failure's exit code")
     func jsonStatusShapes() throws {
         let (dir, state, policy) = try Self.freshState("mamfs-notify-json")
