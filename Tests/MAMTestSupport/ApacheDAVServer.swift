@@ -42,6 +42,8 @@ public final class ApacheDAVServer: @unchecked Sendable {
     public var errorLog: String { root.file("error.log") }
 
     private var pid: pid_t = 0
+    /// True while the server answers every method but GET, HEAD, OPTIONS and PROPFIND with 403.
+    public private(set) var refusesWrites = false
 
     /// Writes the configuration and starts the server.
     /// - Throws: `TestSupportError` when Apache does not start or answer within 15 s.
@@ -110,6 +112,14 @@ public final class ApacheDAVServer: @unchecked Sendable {
         try start(port: port)
     }
 
+    /// Makes the server refuse (403) or accept again every method that would change the
+    /// collection (PUT, MKCOL, MOVE, DELETE, ...), restarting it on the same port.
+    /// - Throws: `TestSupportError` when it does not come up again.
+    public func setRefusesWrites(_ refuse: Bool) throws {
+        refusesWrites = refuse
+        try restart()
+    }
+
     /// Stops the server (SIGTERM to its group, SIGKILL after 10 s). Idempotent.
     public func stop() {
         guard pid > 0 else { return }
@@ -169,7 +179,10 @@ public final class ApacheDAVServer: @unchecked Sendable {
                 AuthType Basic
                 AuthName "mamfs test"
                 AuthUserFile \(root.file("htpasswd"))
-                Require valid-user
+                <RequireAll>
+                    Require valid-user
+                    \(refusesWrites ? "Require method GET HEAD OPTIONS PROPFIND" : "")
+                </RequireAll>
             </Directory>
 
             """
