@@ -82,6 +82,8 @@ struct WebDAVInterruptedUploadTests {
         #expect(killed != nil, "the server was not killed during an upload")
         #expect(interrupted.status == ExitCode.tempFail.rawValue, "\(interrupted.status) \(interrupted.err)")
         #expect(!interrupted.err.contains(server.password))
+        // The cut PUT is the remote going away (retry later), not an error of the file.
+        #expect(interrupted.err.contains("large.bin") && !interrupted.err.contains("Input/output error"), "\(interrupted.err)")
 
         try server.restart()
         let resumed = try m.mamfs(["provider", "sync", m.backing, "--remote-credentials", m.credentialsFile], check: false)
@@ -104,11 +106,18 @@ struct WebDAVInterruptedUploadTests {
         let killed = killer.wait()
         #expect(killed != nil, "the server was not killed during an upload")
         #expect(m.wait(10) { (try? m.pendingUpload(m.mountpoint + "/large.bin")) == true }, "the upload is queued")
+        // Its row stays in the queue for the retry (not dropped as failed for good).
+        let queued = try m.mamfs(["provider", "status", m.mountpoint, "--json"]).out
+        let object = try JSONSerialization.jsonObject(with: Data(queued.utf8)) as? [String: Any]
+        let entries = (object?["queue"] as? [String: Any])?["entries"] as? [String] ?? []
+        #expect(entries.contains { $0.hasSuffix("large.bin") }, "queue: \(queued)")
 
         try server.restart()
         #expect(m.wait(30) { Self.written.allSatisfy { (try? m.pendingUpload(m.mountpoint + "/" + $0.name)) == false } },
                 "the queue was not delivered after the restart")
         try expectDeliveredOnce(m, before: before, "after the restart")
+        let logged = (try? String(contentsOfFile: m.log, encoding: .utf8)) ?? ""
+        #expect(!logged.contains("not uploaded:"), "an upload was given up (not kept for a retry): \(logged.suffix(2000))")
         for (name, bytes) in Self.written {
             #expect(m.read(m.mountpoint + "/" + name) == bytes, "\(name) in the mount")
             #expect(try m.backingHeader(name)?.isEncrypted == true, "\(name): the local copy is encrypted")
