@@ -30,21 +30,28 @@ struct WebDAVLargeFileMountTests {
         }.max() ?? 0
     }
 
+    /// Finds the daemon, makes a 256 MiB source file of random bytes, copies it into the mount
+    /// as large.bin and waits until the server holds it, with the source's SHA-256.
+    /// - Returns: the daemon's PIDs, the source's path and its SHA-256.
+    private func writeAndUpload(_ m: ProviderMount, sourceLocation: SourceLocation = #_sourceLocation) throws -> ([pid_t], String, String) {
+        let daemons = FuseMounts.daemonPIDs(serving: m.mountpoint)
+        try #require(!daemons.isEmpty, "no daemon found", sourceLocation: sourceLocation)
+        let source = m.base + "/source.bin"
+        #expect(try shell("head -c \(Self.size) /dev/urandom > \(shellQuote(source))", timeout: 60).status == 0, sourceLocation: sourceLocation)
+        let expected = try sha256(source)
+        let copied = try shell("cp \(shellQuote(source)) \(shellQuote(m.mountpoint + "/large.bin"))", timeout: 120)
+        #expect(copied.status == 0, "\(copied.err)", sourceLocation: sourceLocation)
+        #expect(m.wait(120) { m.files(under: m.remote)["large.bin"] == Self.size && (try? m.pendingUpload(m.mountpoint + "/large.bin")) == false },
+                "the upload did not finish", sourceLocation: sourceLocation)
+        #expect(try sha256(m.remote + "/large.bin") == expected, "the server's bytes", sourceLocation: sourceLocation)
+        return (daemons, source, expected)
+    }
+
     @Test("non-replicated: a 256 MiB file written in the mount is uploaded, then evicted and read back through a fresh placeholder download with the same SHA-256; the daemon's VmHWM stays below 96 MiB")
     func nonReplicated() throws {
         let m = try ProviderMount("non-replicated", encrypt: true, webdav: true)
         defer { m.close() }
-        let daemons = FuseMounts.daemonPIDs(serving: m.mountpoint)
-        try #require(!daemons.isEmpty, "no daemon found")
-        let source = m.base + "/source.bin"
-        #expect(try shell("head -c \(Self.size) /dev/urandom > \(shellQuote(source))", timeout: 60).status == 0)
-        let expected = try sha256(source)
-
-        let copied = try shell("cp \(shellQuote(source)) \(shellQuote(m.mountpoint + "/large.bin"))", timeout: 120)
-        #expect(copied.status == 0, "\(copied.err)")
-        #expect(m.wait(120) { (try? m.pendingUpload(m.mountpoint + "/large.bin")) == false && m.files(under: m.remote)["large.bin"] == Self.size },
-                "the upload did not finish")
-        #expect(try sha256(m.remote + "/large.bin") == expected, "the server's bytes")
+        let (daemons, _, expected) = try writeAndUpload(m)
         #expect(m.protectedRemoteFiles().isEmpty, "header magic on the server")
 
         let evicted = try m.mamfs(["provider", "evict", m.mountpoint + "/large.bin"], check: false)
@@ -61,17 +68,7 @@ struct WebDAVLargeFileMountTests {
         let m = try ProviderMount("replicated", encrypt: true, syncInterval: 1, webdav: true)
         defer { m.close() }
         let server = try #require(m.server)
-        let daemons = FuseMounts.daemonPIDs(serving: m.mountpoint)
-        try #require(!daemons.isEmpty, "no daemon found")
-        let source = m.base + "/source.bin"
-        #expect(try shell("head -c \(Self.size) /dev/urandom > \(shellQuote(source))", timeout: 60).status == 0)
-        let expected = try sha256(source)
-
-        let copied = try shell("cp \(shellQuote(source)) \(shellQuote(m.mountpoint + "/large.bin"))", timeout: 120)
-        #expect(copied.status == 0, "\(copied.err)")
-        #expect(m.wait(120) { m.files(under: m.remote)["large.bin"] == Self.size && (try? m.pendingUpload(m.mountpoint + "/large.bin")) == false },
-                "the upload did not finish")
-        #expect(try sha256(m.remote + "/large.bin") == expected, "the server's bytes")
+        let (daemons, source, expected) = try writeAndUpload(m)
 
         // The same bytes under another name, put on the server by another client.
         let incoming = server.root.file("incoming")
