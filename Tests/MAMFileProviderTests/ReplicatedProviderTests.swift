@@ -201,7 +201,7 @@ struct ReplicatedProviderTests {
         #expect(try f.read(f.remotePath("a.txt")) == Array("a".utf8))
         try f.harness.setReadOnly(false)
         let retry = try f.replicated().syncOnce()
-        #expect(retry.isClean && retry.modified == 1)
+        #expect(retry.isClean && retry.modified == 1, "\(retry)")
         #expect(try f.read(f.remotePath("a.txt")) == Array("changed".utf8))
         f.expectRemotePlain()
     }

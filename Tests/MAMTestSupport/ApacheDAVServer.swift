@@ -102,7 +102,24 @@ public final class ApacheDAVServer: @unchecked Sendable {
         Glibc.kill(-pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
+        // The workers are gone too before this returns (at most 10 s): one still holding the
+        // listening socket would answer a restart's first connection, or keep its port.
+        for _ in 0..<1000 where ApacheDAVServer.hasLiveMember(group: pid) { usleep(10_000) }
         pid = 0
+    }
+
+    /// True while a process of the group `group` runs (zombies waiting to be reaped left out),
+    /// from the state and process group fields of /proc/PID/stat.
+    static func hasLiveMember(group: pid_t) -> Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+        for entry in entries where pid_t(entry) != nil {
+            guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // state, ppid, pgrp
+            if fields.count > 2, fields[0] != "Z", pid_t(fields[2]) == group { return true }
+        }
+        return false
     }
 
     /// Starts the server again on the same port, collection and password.
