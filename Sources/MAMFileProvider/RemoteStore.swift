@@ -233,23 +233,34 @@ public protocol RemoteStore: Sendable {
 
 extension RemoteStore {
     /// Every item below `container` (not `container` itself), parents before children.
-    /// - Throws: what `enumerate(container:)` throws; an item that disappears while the tree is
-    ///   walked is skipped.
-    public func enumerateTree(from container: ItemIdentifier = .rootContainer) throws -> [RemoteItem] {
-        var result: [RemoteItem] = []
-        var pending = [container]
-        while let next = pending.popLast() {
-            let children: [RemoteItem]
-            do {
-                children = try enumerate(container: next)
-            } catch RemoteError.notFound(let id) where id != container {
-                continue
+    ///
+    /// The tree is read one directory at a time, so it can change in between: a directory
+    /// that a listing showed and that is gone when it is read itself (moved or deleted on the
+    /// remote meanwhile) would look empty, and a pass would take its children for deleted. The
+    /// walk then starts again, at most `attempts` times in all.
+    /// - Throws: what `enumerate(container:)` throws; `.unreachable` when the tree changed
+    ///   under every attempt (retry later: nothing may be concluded from a torn listing).
+    public func enumerateTree(from container: ItemIdentifier = .rootContainer, attempts: Int = 3) throws -> [RemoteItem] {
+        var vanished: ItemIdentifier?
+        for _ in 0..<max(1, attempts) {
+            var result: [RemoteItem] = []
+            var pending = [container]
+            vanished = nil
+            while let next = pending.popLast() {
+                let children: [RemoteItem]
+                do {
+                    children = try enumerate(container: next)
+                } catch RemoteError.notFound(let id) where id != container {
+                    vanished = id
+                    break
+                }
+                for child in children.sorted(by: { $0.filename < $1.filename }) {
+                    result.append(child)
+                    if child.type == .directory { pending.append(child.identifier) }
+                }
             }
-            for child in children.sorted(by: { $0.filename < $1.filename }) {
-                result.append(child)
-                if child.type == .directory { pending.append(child.identifier) }
-            }
+            if vanished == nil { return result }
         }
-        return result
+        throw RemoteError.unreachable("\(location): '\(vanished?.rawValue ?? "")' moved or vanished while the tree was listed, \(attempts) times")
     }
 }

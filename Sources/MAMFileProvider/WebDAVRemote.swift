@@ -34,8 +34,9 @@ import MAMSystem
 /// password never crosses a network in clear. Connection failures and timeouts are
 /// `.unreachable`; 401/403 `.unauthorized`; 404 `.notFound`; 409 (missing parent)
 /// `.notFound(parent)`; 412 `.conflict`; 507 `.insufficientStorage`; other statuses
-/// `.failed` naming method and status. A base collection that does not exist is
-/// `.unreachable`, like a missing local root. Safe to call from several threads.
+/// `.failed` naming method and status. A base collection that does not exist (404,
+/// 409, or 405 to its PROPFIND: no WebDAV collection there) is `.unreachable`, like a
+/// missing local root. Safe to call from several threads.
 public struct WebDAVRemote: RemoteStore {
     /// The base URL as given.
     public let baseURL: String
@@ -239,6 +240,10 @@ public struct WebDAVRemote: RemoteStore {
         case 404, 409:
             if identifier == .rootContainer { throw RemoteError.unreachable("\(baseURL): the collection does not exist (HTTP \(response.status))") }
             throw RemoteError.notFound(identifier)
+        case 405 where identifier == .rootContainer:
+            // What Apache answers once the collection's directory is gone: the URL is no WebDAV
+            // collection any more, like a share that is not mounted; retry later, delete nothing.
+            throw RemoteError.unreachable("\(baseURL): not a WebDAV collection (HTTP 405)")
         default: throw statusError(response.status, "PROPFIND", identifier)
         }
         guard let resources = MultiStatusParser.parse(response.body) else {

@@ -200,6 +200,21 @@ struct RemoteStoreContractTests {
         _ = scratch
     }
 
+    @Test("a directory moved on the remote while the tree is listed: the walk starts again, so its files are listed at their new place, none missing",
+          arguments: RemoteKind.available)
+    func treeListedAgainAfterAMove(kind: RemoteKind) throws {
+        let remote = try RemoteHarness(kind)
+        try remote.write("d/a.txt", Array("a".utf8))
+        try remote.write("d/b.txt", Array("b".utf8))
+        try remote.write("top.txt", Array("top".utf8))
+        let store = MovingDuringListing(try remote.store(), listing: ItemIdentifier("d")) {
+            rename(remote.directory + "/d", remote.directory + "/e")
+        }
+        let items = try store.enumerateTree()
+        #expect(store.moved)
+        #expect(Set(items.map(\.identifier.rawValue)) == ["e", "e/a.txt", "e/b.txt", "top.txt"], "\(items.map(\.identifier))")
+    }
+
     // MARK: Helpers
 
     private func writePseudoRandom(_ path: String, size: Int) throws {
@@ -251,5 +266,27 @@ struct RemoteStoreContractTests {
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kb = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
         return kb * 1024
+    }
+}
+
+/// A store whose directory `listing` is moved away (by `move`) just before its first listing:
+/// the walk has seen it in its parent's listing and finds it gone.
+private final class MovingDuringListing: HookedRemote, @unchecked Sendable {
+    private let lock = NSLock()
+    private let listing: ItemIdentifier
+    private let move: () -> Int32
+    private var _moved = false
+    var moved: Bool { lock.withLock { _moved } }
+
+    init(_ inner: any RemoteStore, listing: ItemIdentifier, move: @escaping () -> Int32) {
+        self.listing = listing
+        self.move = move
+        super.init(inner)
+    }
+
+    override func beforeEnumerate(_ container: ItemIdentifier) {
+        lock.withLock {
+            if container == listing && !_moved { _moved = move() == 0 }
+        }
     }
 }

@@ -118,6 +118,8 @@ struct SecurityProviderTests {
         f.expectRemotePlain()
     }
 
+    // Local remote only: the point is a symlink on the remote, which WebDAV has not (the NFC and
+    // NFD spellings as two WebDAV items are in the contract suite's awkwardNames).
     @Test("non-replicated placeholders: NFC and NFD remote names stay two items, nothing is written through the remote's symlink")
     func nonReplicatedNormalizationTwins() throws {
         let f = try ProviderFixture()
@@ -135,16 +137,15 @@ struct SecurityProviderTests {
     }
 
     /// A remote that holds its own `.mamfs-provider` (a file and a `tmp/x`) next to a real file,
-    /// read through a store whose skipped-entry log is captured.
-    private func metadataNameRemote(_ f: ProviderFixture) throws -> (LocalDirectoryRemote, LogLines) {
+    /// read through a store (of the fixture's kind) whose skipped-entry log is captured.
+    private func metadataNameRemote(_ f: ProviderFixture) throws -> (any RemoteStore, LogLines) {
         try f.writeRemote("real.txt", Array("real\n".utf8))
-        guard mkdir(f.remotePath(".mamfs-provider"), 0o755) == 0, mkdir(f.remotePath(".mamfs-provider/tmp"), 0o755) == 0 else {
-            throw MAMError.fromErrno("mkdir")
-        }
+        try f.harness.makeDirectory(".mamfs-provider/tmp")
+        try f.harness.server?.giveToWorkers(f.remotePath(".mamfs-provider"))
         try f.writeRemote(".mamfs-provider/evil", Array("evil\n".utf8))
         try f.writeRemote(".mamfs-provider/tmp/x", Array("x\n".utf8))
         let lines = LogLines()
-        return (LocalDirectoryRemote(root: f.remoteRoot, log: { lines.append($0) }), lines)
+        return (try f.harness.store(log: { lines.append($0) }), lines)
     }
 
     /// What the provider itself keeps in `.mamfs-provider`: the database (with its WAL files),
@@ -182,9 +183,10 @@ struct SecurityProviderTests {
         expectOnlyProviderFiles(f)
     }
 
-    @Test("non-replicated placeholders: a remote .mamfs-provider is skipped with a log line, no placeholder lands in the local metadata directory")
-    func nonReplicatedRemoteMetadataName() throws {
-        let f = try ProviderFixture()
+    @Test("non-replicated placeholders: a remote .mamfs-provider is skipped with a log line, no placeholder lands in the local metadata directory",
+          arguments: RemoteKind.available)
+    func nonReplicatedRemoteMetadataName(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         let (remote, lines) = try metadataNameRemote(f)
         let provider = try f.nonReplicated(remote: remote)
         let report = try provider.createPlaceholders()
@@ -240,9 +242,10 @@ struct SecurityProviderTests {
         #expect(byteSnapshot(f.outside) == before, "the sync followed the planted symlink: \(report.errors)")
     }
 
-    @Test("non-replicated placeholders: a local directory replaced by a symlink to outside is not written through")
-    func nonReplicatedPlantedSymlink() throws {
-        let f = try ProviderFixture()
+    @Test("non-replicated placeholders: a local directory replaced by a symlink to outside is not written through",
+          arguments: RemoteKind.available)
+    func nonReplicatedPlantedSymlink(remote: RemoteKind) throws {
+        let f = try ProviderFixture(remoteKind: remote)
         try f.writeRemote("d/first.txt", Array("one\n".utf8))
         let provider = try f.nonReplicated()
         try provider.createPlaceholders()
@@ -337,6 +340,8 @@ struct SecurityProviderTests {
         #expect(!inTime || failed, "a FIFO was read as a file")
     }
 
+    // Local remote only: a FIFO in the served directory is the server's business; over WebDAV
+    // the client only ever sees HTTP replies.
     @Test("non-replicated: a placeholder whose remote file became a FIFO fails to materialize without blocking; other files still work")
     func nonReplicatedFIFO() throws {
         let f = try ProviderFixture()

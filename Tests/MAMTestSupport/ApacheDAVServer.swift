@@ -42,6 +42,8 @@ public final class ApacheDAVServer: @unchecked Sendable {
     public var errorLog: String { root.file("error.log") }
 
     private var pid: pid_t = 0
+    /// True while the server answers every method but GET, HEAD, OPTIONS and PROPFIND with 403.
+    public private(set) var refusesWrites = false
 
     /// Writes the configuration and starts the server.
     /// - Throws: `TestSupportError` when Apache does not start or answer within 15 s.
@@ -100,7 +102,24 @@ public final class ApacheDAVServer: @unchecked Sendable {
         Glibc.kill(-pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
+        // The workers are gone too before this returns (at most 10 s): one still holding the
+        // listening socket would answer a restart's first connection, or keep its port.
+        for _ in 0..<1000 where ApacheDAVServer.hasLiveMember(group: pid) { usleep(10_000) }
         pid = 0
+    }
+
+    /// True while a process of the group `group` runs (zombies waiting to be reaped left out),
+    /// from the state and process group fields of /proc/PID/stat.
+    static func hasLiveMember(group: pid_t) -> Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+        for entry in entries where pid_t(entry) != nil {
+            guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // state, ppid, pgrp
+            if fields.count > 2, fields[0] != "Z", pid_t(fields[2]) == group { return true }
+        }
+        return false
     }
 
     /// Starts the server again on the same port, collection and password.
@@ -108,6 +127,14 @@ public final class ApacheDAVServer: @unchecked Sendable {
     public func restart() throws {
         kill()
         try start(port: port)
+    }
+
+    /// Makes the server refuse (403) or accept again every method that would change the
+    /// collection (PUT, MKCOL, MOVE, DELETE, ...), restarting it on the same port.
+    /// - Throws: `TestSupportError` when it does not come up again.
+    public func setRefusesWrites(_ refuse: Bool) throws {
+        refusesWrites = refuse
+        try restart()
     }
 
     /// Stops the server (SIGTERM to its group, SIGKILL after 10 s). Idempotent.
@@ -169,7 +196,10 @@ public final class ApacheDAVServer: @unchecked Sendable {
                 AuthType Basic
                 AuthName "mamfs test"
                 AuthUserFile \(root.file("htpasswd"))
-                Require valid-user
+                <RequireAll>
+                    Require valid-user
+                    \(refusesWrites ? "Require method GET HEAD OPTIONS PROPFIND" : "")
+                </RequireAll>
             </Directory>
 
             """

@@ -1,19 +1,22 @@
 import Foundation
 import MAMFileProvider
 
-/// A local-directory remote with two points a test can act at: `beforeRead(_:)` (with the
+/// A remote store (any kind) with points a test can act at: `beforeRead(_:)` (with the
 /// read's 1-based count, under a lock) just before each file read, and `afterMove(_:)` once a
 /// move is done on the remote, before it returns to the provider. Subclasses make something
 /// happen in the middle of a sync or of a provider call.
 open class HookedRemote: RemoteStore, @unchecked Sendable {
-    public let inner: LocalDirectoryRemote
+    public let inner: any RemoteStore
     private let lock = NSLock()
     private var reads = 0
 
-    public init(_ inner: LocalDirectoryRemote) { self.inner = inner }
+    public init(_ inner: any RemoteStore) { self.inner = inner }
 
     /// Runs before read number `count`; does nothing here.
     open func beforeRead(_ count: Int) {}
+
+    /// Runs before each listing of a container; does nothing here.
+    open func beforeEnumerate(_ container: ItemIdentifier) {}
 
     /// Runs after the remote moved an item (`moved` is the item at its new identifier); does
     /// nothing here.
@@ -21,7 +24,10 @@ open class HookedRemote: RemoteStore, @unchecked Sendable {
 
     public var location: String { inner.location }
     public func volumeIdentity() throws -> String? { try inner.volumeIdentity() }
-    public func enumerate(container: ItemIdentifier) throws -> [RemoteItem] { try inner.enumerate(container: container) }
+    public func enumerate(container: ItemIdentifier) throws -> [RemoteItem] {
+        beforeEnumerate(container)
+        return try inner.enumerate(container: container)
+    }
     public func item(_ identifier: ItemIdentifier) throws -> RemoteItem { try inner.item(identifier) }
     public func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
         lock.lock()

@@ -157,33 +157,33 @@ final class ProviderFixture {
     }
 }
 
-/// A remote that disappears (its root is renamed away) when the `after`-th file read starts,
-/// like a network share unmounted in the middle of a sync. `restore()` brings it back.
+/// A remote that disappears when the `after`-th file read starts, like a network share
+/// unmounted or a server going down in the middle of a sync: its harness takes it down (the
+/// directory renamed away, the WebDAV server killed). `restore()` brings it back.
 final class VanishingRemote: HookedRemote, @unchecked Sendable {
     private let stateLock = NSLock()
     private let after: Int
+    private let harness: RemoteHarness
     private var _vanished = false
     var vanished: Bool { stateLock.withLock { _vanished } }
 
-    init(_ inner: LocalDirectoryRemote, vanishAfterReads after: Int) {
+    init(_ inner: any RemoteStore, harness: RemoteHarness, vanishAfterReads after: Int) {
         self.after = after
+        self.harness = harness
         super.init(inner)
     }
-
-    var hiddenPath: String { inner.root + ".gone" }
 
     override func beforeRead(_ count: Int) {
         stateLock.withLock {
             if count == after && !_vanished {
-                rename(inner.root, hiddenPath)
-                _vanished = true
+                _vanished = (try? harness.takeDown()) != nil
             }
         }
     }
 
-    func restore() {
-        stateLock.withLock {
-            if _vanished { rename(hiddenPath, inner.root); _vanished = false }
+    func restore() throws {
+        try stateLock.withLock {
+            if _vanished { try harness.bringUp(); _vanished = false }
         }
     }
 }

@@ -103,6 +103,12 @@ final class RemoteHarness: @unchecked Sendable {
         guard rename(directory + ".away", directory) == 0 else { throw TestSupportError("rename back \(directory)") }
     }
 
+    /// Makes the remote refuse writes, or accept them again: the WebDAV server answers them
+    /// 403; a local directory is left as it is (its read-only store is `store(readOnly: true)`).
+    func setReadOnly(_ readOnly: Bool) throws {
+        try server?.setRefusesWrites(readOnly)
+    }
+
     /// Every regular file below the directory (relative paths, sorted).
     func files() -> [String] { regularFiles(under: directory) }
 
