@@ -72,6 +72,21 @@ final class ProviderBinding: @unchecked Sendable {
         }
     }
 
+    /// Checks, before a pass of a remote that has no volume identity (WebDAV), that the remote
+    /// root was not emptied under the replica: an empty collection put in place of the old one
+    /// cannot be told from the old volume there, and a pass would take it for "everything was
+    /// deleted" and delete the local copies.
+    /// - Parameter knownLocalItems: how many items synced from the remote before are still in
+    ///   the local tree (0: nothing to lose, no check).
+    /// - Throws: `RemoteError.unreachable` when the remote root lists nothing while
+    ///   `knownLocalItems` > 0 (the message names `mamfs provider reattach ROOT`, which uploads
+    ///   the local copies to the new collection; deleting the local copies too ends it as well).
+    func checkRemoteNotEmptied(knownLocalItems: Int) throws {
+        guard knownLocalItems > 0, try remote.volumeIdentity() == nil,
+              try remote.enumerate(container: .rootContainer).isEmpty else { return }
+        throw RemoteError.unreachable("\(remote.location) is empty, but \(knownLocalItems) item\(knownLocalItems == 1 ? "" : "s") synced from it \(knownLocalItems == 1 ? "is" : "are") still in \(layout.root) (the collection replaced by an empty one?); nothing was deleted locally. If it was emptied on purpose, delete the local copies too; to upload them to it, run 'mamfs provider reattach \(layout.root)'")
+    }
+
     /// The local path (relative) for each remote item, built from the remote tree: the local
     /// tree mirrors the remote one. Items whose parent is unknown, and items whose name could
     /// not be one directory entry ("", ".", "..", a "/" or NUL in it), are left out, and so is

@@ -72,7 +72,12 @@ final class ReplicatedSyncPass {
     func run() -> SyncReport {
         do {
             try binding.checkBeforePass()
-            for row in try database.allItems() { setRow(row, replacing: nil) }
+            let rows = try database.allItems()
+            let tree = try layout.confined()
+            try binding.checkRemoteNotEmptied(knownLocalItems: rows.filter {
+                $0.identifier != .rootContainer && !$0.localPath.isEmpty && tree.lstat($0.localPath) != nil
+            }.count)
+            for row in rows { setRow(row, replacing: nil) }
             try loadRemote()
         } catch {
             report.errors.append(SyncIssue(path: "", error: error))

@@ -184,6 +184,37 @@ struct ReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
+    @Test("a WebDAV collection replaced by an empty one is refused (nothing deleted locally); provider reattach uploads the local copies to it",
+          .enabled(if: RemoteKind.available.contains(.webdav), "needs apache2"))
+    func emptiedWebDAVCollectionRefused() throws {
+        let f = try ProviderFixture(remoteKind: .webdav)
+        try f.writeRemote("a.txt", Array("alpha".utf8))
+        try f.writeRemote("d/b.txt", Array("beta".utf8))
+        let provider = try f.replicated()
+        #expect(provider.syncOnce().isClean)
+        #expect(rename(f.remoteRoot, f.remoteRoot + ".old") == 0)
+        // An empty collection in its place, which the server's workers may write to.
+        #expect(mkdir(f.remoteRoot, 0o755) == 0)
+        #expect(chown(f.remoteRoot, ApacheDAVServer.workerID.uid, ApacheDAVServer.workerID.gid) == 0)
+        let report = provider.syncOnce()
+        #expect(!report.complete)
+        #expect(report.errors.first?.errno == EHOSTUNREACH, "\(report.errors)")
+        #expect(report.exitCode == .tempFail)
+        #expect(report.deletedLocally == 0)
+        #expect(report.errors.first?.message.contains("provider reattach") == true, "\(report.errors)")
+        #expect(try f.plaintext(f.localPath("a.txt")) == Array("alpha".utf8))
+        #expect(try f.plaintext(f.localPath("d/b.txt")) == Array("beta".utf8))
+        // A second pass refuses the same way (nothing was recorded as deleted).
+        #expect(provider.syncOnce().deletedLocally == 0)
+        _ = try provider.reattach()
+        let after = provider.syncOnce()
+        #expect(after.isClean, "\(after.errors)")
+        #expect(try f.read(f.remotePath("a.txt")) == Array("alpha".utf8))
+        #expect(try f.read(f.remotePath("d/b.txt")) == Array("beta".utf8))
+        #expect(try f.plaintext(f.localPath("a.txt")) == Array("alpha".utf8))
+        f.expectRemotePlain()
+    }
+
     @Test("a read-only remote (a read-only store, a WebDAV server refusing writes with 403): clear error, local changes kept and pushed once it is writable",
           arguments: RemoteKind.available)
     func readOnlyRemote(remote: RemoteKind) throws {
