@@ -43,7 +43,17 @@ extension NonReplicatedProvider {
         }
         let paths = ProviderBinding.localPaths(of: remoteItems)
         let tree: ConfinedDirectory
-        do { tree = try self.tree() } catch {
+        do {
+            tree = try self.tree()
+            if remoteItems.isEmpty {
+                // Items of the remote at the top of the local tree, which an emptied collection
+                // would remove (`ProviderBinding.checkRemoteNotEmptied`).
+                let known = itemEntries(in: "", tree: tree)?.filter {
+                    tree.getAttribute($0.path, LocalItemAttributes.itemAttribute) != nil
+                }.count ?? 0
+                try binding.checkRemoteNotEmptied(knownLocalItems: known)
+            }
+        } catch {
             report.errors.append(SyncIssue(path: "", error: error))
             report.complete = false
             return report

@@ -27,6 +27,30 @@ struct NonReplicatedProviderTests {
         f.expectRemotePlain()
     }
 
+    @Test("a WebDAV collection replaced by an empty one is refused by the placeholder refresh: no placeholder is removed",
+          .enabled(if: RemoteKind.available.contains(.webdav), "needs apache2"))
+    func emptiedWebDAVCollectionRefused() throws {
+        let f = try ProviderFixture(remoteKind: .webdav)
+        try f.writeRemote("a.bin", randomBytes(1_000))
+        try f.writeRemote("dir/b.txt", Array("bee".utf8))
+        let provider = try f.nonReplicated()
+        #expect(try provider.createPlaceholders().isClean)
+        #expect(rename(f.remoteRoot, f.remoteRoot + ".old") == 0)
+        #expect(mkdir(f.remoteRoot, 0o755) == 0)
+        #expect(chown(f.remoteRoot, ApacheDAVServer.workerID.uid, ApacheDAVServer.workerID.gid) == 0)
+        let report = try provider.createPlaceholders()
+        #expect(!report.complete)
+        #expect(report.errors.first?.errno == EHOSTUNREACH, "\(report.errors)")
+        #expect(report.errors.first?.message.contains("provider reattach") == true, "\(report.errors)")
+        #expect(f.files(under: f.localRoot) == ["a.bin", "dir/b.txt"])
+        // The old collection back: the refresh goes on as before.
+        #expect(rmdir(f.remoteRoot) == 0)
+        #expect(rename(f.remoteRoot + ".old", f.remoteRoot) == 0)
+        #expect(try provider.createPlaceholders().isClean)
+        #expect(f.files(under: f.localRoot) == ["a.bin", "dir/b.txt"])
+        f.expectRemotePlain()
+    }
+
     @Test("remote changes are picked up by the placeholder refresh: create, modify, delete, rename", arguments: RemoteKind.available)
     func remoteChangesPickedUp(remote: RemoteKind) throws {
         let f = try ProviderFixture(remoteKind: remote)
