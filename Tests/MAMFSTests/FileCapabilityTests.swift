@@ -62,13 +62,9 @@ struct FileCapabilityTests {
           .enabled(if: geteuid() == 0, "sets security.capability and acts as user nobody"), arguments: MountedFixture.Kind.allCases)
     func capabilityDroppedAsOnExt4(kind: MountedFixture.Kind) throws {
         try withMountAndExt4(kind, options: ["allow_other"]) { m, reference in
-            _ = try shell("chmod 777 \(shellQuote(m.mountpoint)) \(shellQuote(reference.path)) && chmod 755 \(shellQuote(m.base))")
-            let onMount = try m.python(Self.script, in: m.mountpoint)
-            let onExt4 = try m.python(Self.script, in: reference.path)
-            #expect(onMount.status == 0 && onExt4.status == 0, "\(onMount.err)\(onExt4.err)")
-            let mount = onMount.out.split(separator: "\n").map(String.init)
+            let (mount, ext4) = try m.linesOnMountAndExt4(Self.script, reference)
             #expect(mount.count == 4 * 2)
-            #expect(mount == onExt4.out.split(separator: "\n").map(String.init), "mount: \(mount)\next4: \(onExt4.out)")
+            #expect(mount == ext4, "mount: \(mount)\next4: \(ext4)")
             #expect(mount.contains("write other dropped") && mount.contains("write root dropped"), "\(mount)")
         }
     }

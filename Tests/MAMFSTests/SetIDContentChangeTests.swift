@@ -64,12 +64,7 @@ struct SetIDContentChangeTests {
           .enabled(if: geteuid() == 0, "acts as user nobody"), arguments: MountedFixture.Kind.allCases)
     func setIDBitsMatchExt4(kind: MountedFixture.Kind) throws {
         try withMountAndExt4(kind, options: ["allow_other"]) { m, reference in
-            _ = try shell("chmod 777 \(shellQuote(m.mountpoint)) \(shellQuote(reference.path)) && chmod 755 \(shellQuote(m.base))")
-            let onMount = try m.python(Self.script, in: m.mountpoint)
-            let onExt4 = try m.python(Self.script, in: reference.path)
-            #expect(onMount.status == 0 && onExt4.status == 0, "\(onMount.err)\(onExt4.err)")
-            let mount = onMount.out.split(separator: "\n").map(String.init)
-            let ext4 = onExt4.out.split(separator: "\n").map(String.init)
+            let (mount, ext4) = try m.linesOnMountAndExt4(Self.script, reference)
             #expect(mount.count == 6 * 7 * 3)
             #expect(mount == ext4, "mount vs ext4:\n\(zip(mount, ext4).filter { $0 != $1 }.map { "\($0)  |  \($1)" }.joined(separator: "\n"))")
             // What ext4 answers, spelled out for the cases the kernel's FUSE module leaves to the daemon.

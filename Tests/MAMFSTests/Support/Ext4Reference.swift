@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MAMTestSupport
+import Testing
 
 /// A directory on ext4 to compare a mount with, byte for byte: the fixture's plain directory
 /// when the temp directory is on ext4, else a small ext4 image mounted for the test (and
@@ -47,5 +48,19 @@ extension MountedFixture {
     /// environment.
     func python(_ script: String, in directory: String, timeout: TimeInterval = 240) throws -> ProcessResult {
         try shell("python3 - \(shellQuote(directory)) <<'EOF'\n" + script + "\nEOF", environment: environment, timeout: timeout)
+    }
+}
+
+extension MountedFixture {
+    /// Runs the python3 program `script` (argv: a directory) as root in the mountpoint and in
+    /// `reference`, both opened to every user first (the program may act as user nobody);
+    /// returns each run's output lines. Records an issue when either run fails.
+    func linesOnMountAndExt4(_ script: String, _ reference: Ext4Reference,
+                             sourceLocation: SourceLocation = #_sourceLocation) throws -> (mount: [String], ext4: [String]) {
+        _ = try shell("chmod 777 \(shellQuote(mountpoint)) \(shellQuote(reference.path)) && chmod 755 \(shellQuote(base))")
+        let onMount = try python(script, in: mountpoint)
+        let onExt4 = try python(script, in: reference.path)
+        #expect(onMount.status == 0 && onExt4.status == 0, "\(onMount.err)\(onExt4.err)", sourceLocation: sourceLocation)
+        return (onMount.out.split(separator: "\n").map(String.init), onExt4.out.split(separator: "\n").map(String.init))
     }
 }
