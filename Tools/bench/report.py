@@ -24,7 +24,7 @@ METRICS = {
     "cpu_s": ("6 daemon CPU s (workloads 1-3)", "s", False),
     "hwm_mib": ("6 daemon peak RSS (VmHWM)", "MiB", False),
 }
-PEERS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-plain"]
+PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "mamfs-plain"]
 SUBJECT = "mamfs-enc"
 
 
@@ -201,6 +201,11 @@ def write_report(results, data, path):
                f"{cfg['smallw_count']} x 512 B writes; CLI file {cfg['cli_mib']} MiB on /dev/shm")
     loads = ", ".join(f"r{l['round']}: {l['start']} -> {l.get('end', '?')}" for l in results["loadavg"])
     out.append(f"- Load average (1/5/15 min) per round: {loads}")
+    for s in results.get("setup", []):
+        out.append(f"- {s['mount']} ({s['placement']}): {s['setup']}")
+    skipped = {(s["placement"], s["mount"]): s["reason"] for s in results.get("skipped", [])}
+    for (placement, mount), reason in skipped.items():
+        out.append(f"- **Skipped** {mount} ({placement}): {reason}")
     out.append("- Cells: median (min-max). Client pinned to CPU 0; daemon on CPU 0 (same) or CPU 1 (split).\n")
     for placement in results["placements"]:
         mounts = [x for x in results["mounts"]]
@@ -212,7 +217,8 @@ def write_report(results, data, path):
             if not any(vals):
                 continue
             d = digits_for(metric, [v for vs in vals for v in vs])
-            out.append(f"| {label} | {unit} | " + " | ".join(cell(v, d) for v in vals) + " |")
+            out.append(f"| {label} | {unit} | " + " | ".join(
+                "skipped" if (placement, mnt) in skipped else cell(v, d) for mnt, v in zip(mounts, vals)) + " |")
         if SUBJECT in mounts:
             peers = [p for p in PEERS if p in mounts]
             out.append(f"\nRatio of {SUBJECT} to each peer (median / median; > 1 is better for rates, "
@@ -221,9 +227,11 @@ def write_report(results, data, path):
             out.append("|---|" + "---|" * len(peers))
             for metric, (label, _, _) in METRICS.items():
                 rs = [ratio(data, placement, metric, p) for p in peers]
-                if all(r is None for r in rs):
+                if all(r is None for r in rs) and not any((placement, p) in skipped for p in peers):
                     continue
-                out.append(f"| {label} | " + " | ".join("-" if r is None else f"{r:.2f}" for r in rs) + " |")
+                out.append(f"| {label} | " + " | ".join(
+                    "skipped" if (placement, p) in skipped else "-" if r is None else f"{r:.2f}"
+                    for p, r in zip(peers, rs)) + " |")
         out.append("")
     cli = results.get("cli", [])
     if cli:
@@ -276,7 +284,8 @@ def write_chart(results, data, path):
         print("no figures to chart", file=sys.stderr)
         return
     fig, axes = plt.subplots(rows, len(placements), figsize=(6 * len(placements), 2.2 * rows), squeeze=False)
-    colors = {"raw": "#888888", "bindfs": "#4c72b0", "gocryptfs": "#dd8452", "securefs": "#55a868",
+    colors = {"raw": "#888888", "ext4-fscrypt": "#2f2f2f", "bindfs": "#4c72b0", "gocryptfs": "#dd8452",
+              "securefs": "#55a868", "cryfs": "#64b5cd",
               "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2", "mamfs-apps": "#937860",
               "base-enc": "#e8a0a2", "base-plain": "#c0b8d8"}
     for row, metric in enumerate(metrics):

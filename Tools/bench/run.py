@@ -3,9 +3,13 @@
 
 Mounts, all backed by directories under one work directory on the same disk:
   raw          the backing directory itself (no FUSE)
+  ext4-fscrypt ext4's native encryption in an encrypted directory on a loop-mounted image in
+               the work directory (ext4_fscrypt.py): the in-kernel limit; skipped, with the
+               reason in the report, where the kernel or the container refuses it
   bindfs       plain FUSE passthrough (libfuse 2)
   gocryptfs    encrypting, go-fuse
   securefs     encrypting, libfuse 2
+  cryfs        encrypting, libfuse 2, aes-256-gcm, default block size (16 KiB)
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
   mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
@@ -49,17 +53,24 @@ import tarfile
 import tempfile
 import time
 
+from ext4_fscrypt import EncryptedExt4, Unavailable
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
-MOUNTS = ["raw", "bindfs", "gocryptfs", "securefs", "mamfs-enc", "mamfs-plain", "mamfs-apps"]
+MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "mamfs-enc", "mamfs-plain", "mamfs-apps"]
+# The programs a mount needs besides those every run needs (taskset, openssl, dd, tar).
+MOUNT_TOOLS = {"ext4-fscrypt": ["losetup", "mkfs.ext4", "mount", "umount"], "bindfs": ["bindfs"],
+               "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"]}
 BASELINE_MOUNTS = {"base-enc": "mamfs-enc", "base-plain": "mamfs-plain"}  # mount -> the mamfs kind it runs
 # The programs the workloads run on the mounts: mamfs-apps lists them as its managed apps.
 BENCH_PROGRAMS = ["tar", "ls", "cat", "rm", "find", "sh", "dd", "fio"]
 PLACEMENTS = {"same": 0, "split": 1}  # placement -> daemon CPU; the client is always on CPU 0
 CLIENT = ["taskset", "-c", "0"]
 PASSPHRASE = "benchmark-passphrase"
+# cryfs derives its key with scrypt when it mounts, which takes seconds of CPU.
+MOUNT_TIMEOUT = 120
 
 FULL = dict(rounds=3, seq_mib=512, files=5000, dirs=100, fio_mib=256, fio_seconds=20,
             smallw_count=131072, cli_mib=256)
@@ -116,12 +127,16 @@ def is_mounted(path):
 class Mount:
     """One filesystem under test at one placement."""
 
-    def __init__(self, name, placement, root, mamfs):
+    def __init__(self, name, placement, root, mamfs, cfg=FULL):
         self.name, self.placement, self.mamfs = name, placement, mamfs
         self.cpu = PLACEMENTS[placement]
         self.base = os.path.join(root, placement, name)
         self.backing = os.path.join(self.base, "backing")
         self.mountpoint = self.backing if name == "raw" else os.path.join(self.base, "mnt")
+        self.kernel_fs = None
+        if name == "ext4-fscrypt":
+            self.kernel_fs = EncryptedExt4(self.base, image_mib(cfg))
+            self.mountpoint = self.kernel_fs.directory
         self.process = None
         self.log_file = None
 
@@ -130,10 +145,16 @@ class Mount:
         return self.process.pid if self.process else None
 
     def start(self):
+        """Mounts; raises Unavailable (with nothing left set up) if the system refuses the peer."""
+        if self.kernel_fs:
+            os.makedirs(self.base, exist_ok=True)
+            self.kernel_fs.setup()
+            return
         os.makedirs(self.backing, exist_ok=True)
         if self.name == "raw":
             return
         os.makedirs(self.mountpoint, exist_ok=True)
+        stdin = None
         pin = ["taskset", "-c", str(self.cpu)]
         passfile = os.path.join(self.base, "pass")
         with open(passfile, "w") as f:
@@ -147,6 +168,10 @@ class Mount:
             run(["securefs", "create", "--pass", PASSPHRASE, "--pbkdf", "pkcs5-pbkdf2-hmac-sha256",
                  "-r", "1000", self.backing], stdout=subprocess.DEVNULL)
             cmd = pin + ["securefs", "mount", "--pass", PASSPHRASE, self.backing, self.mountpoint]
+        elif self.name == "cryfs":
+            # Creates the filesystem on the first mount; the password is read from stdin.
+            cmd = pin + ["cryfs", "-f", "--cipher", "aes-256-gcm", self.backing, self.mountpoint]
+            stdin = PASSPHRASE + "\n"
         else:
             state = os.path.join(self.base, "state")
             run([self.mamfs, "init", "--state", state], stdout=subprocess.DEVNULL)
@@ -160,14 +185,30 @@ class Mount:
             cmd = pin + [self.mamfs, "mount", self.backing, self.mountpoint, "-f", "--state", state] + account
         self.log_file = open(os.path.join(self.base, "daemon.log"), "w")
         # Own process group: a Ctrl-C at the terminal reaches this script, which unmounts first.
-        self.process = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 30
+        self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                                        stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                                        env=self.daemon_environment())
+        if stdin is not None:
+            self.process.stdin.write(stdin.encode())
+            self.process.stdin.close()
+        deadline = time.time() + MOUNT_TIMEOUT
         while not is_mounted(self.mountpoint):
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log_file.name}")
             if time.time() > deadline:
-                raise RuntimeError(f"{self.name} did not mount within 30 s")
+                raise RuntimeError(f"{self.name} did not mount within {MOUNT_TIMEOUT} s")
             time.sleep(0.05)
+
+    def daemon_environment(self):
+        if self.name != "cryfs":
+            return None
+        # No questions, no update check over the network, and the state cryfs keeps about the
+        # filesystems it has seen in the work directory rather than in root's home.
+        return dict(os.environ, CRYFS_FRONTEND="noninteractive", CRYFS_NO_UPDATE_CHECK="true",
+                    CRYFS_LOCAL_STATE_DIR=os.path.join(self.base, "cryfs-state"))
+
+    def setup_description(self):
+        return self.kernel_fs.describe() if self.kernel_fs else None
 
     def write_managed_apps_policy(self, base_policy):
         """The demo's encrypting policy plus managedApps = the resolved executables of the
@@ -187,6 +228,9 @@ class Mount:
         return path
 
     def stop(self):
+        if self.kernel_fs:
+            self.kernel_fs.teardown()
+            return
         if self.name == "raw" or self.process is None:
             return
         if is_mounted(self.mountpoint):
@@ -210,6 +254,13 @@ class Mount:
             return None
         return dict(cpu=proc_cpu_seconds(self.pid), hwm_kib=proc_status_kib(self.pid, "VmHWM"),
                     rss_kib=proc_status_kib(self.pid, "VmRSS"), threads=proc_status_kib(self.pid, "Threads"))
+
+
+def image_mib(cfg):
+    """The ext4-fscrypt image size: twice the largest file or tree one workload writes (each
+    removes its files before the next starts), plus room for ext4's journal and inode tables."""
+    largest = max(cfg["seq_mib"], cfg["fio_mib"], cfg["smallw_count"] * 512 >> 20, cfg["files"] * 20 // 1024)
+    return 2 * largest + 256
 
 
 def make_tree_tarball(path, files, dirs):
@@ -353,10 +404,12 @@ def machine(workdir):
     fs = subprocess.run(["df", "--output=source,fstype", workdir], capture_output=True, text=True).stdout.split("\n")[1]
     versions = {}
     for name, cmd in [("gocryptfs", ["gocryptfs", "-version"]), ("securefs", ["securefs", "version"]),
-                      ("bindfs", ["bindfs", "--version"]), ("fio", ["fio", "--version"]),
+                      ("cryfs", ["cryfs", "--version"]), ("bindfs", ["bindfs", "--version"]),
+                      ("e2fsprogs", ["mkfs.ext4", "-V"]), ("fio", ["fio", "--version"]),
                       ("openssl", ["openssl", "version"])]:
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10,
+                                 env=dict(os.environ, CRYFS_NO_UPDATE_CHECK="true"))
             versions[name] = (out.stdout or out.stderr).strip().splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired):
             versions[name] = "?"
@@ -398,7 +451,8 @@ def main():
         sys.exit(f"unknown mount(s) {','.join(sorted(unknown))}; choose from {','.join(known)}")
     placements = args.placements.split(",")
     workloads = args.workloads.split(",")
-    for tool in ["taskset", "fio", "gocryptfs", "securefs", "bindfs", "openssl", "dd", "tar"]:
+    tools = ["taskset", "openssl", "dd", "tar"] + (["fio"] if "fio" in workloads else [])
+    for tool in tools + sorted({t for name in mounts for t in MOUNT_TOOLS.get(name, [])}):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (make bench installs the Debian packages)")
     mamfs = os.path.abspath(args.mamfs) if args.mamfs else build_mamfs()
@@ -430,16 +484,24 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     results = dict(started=datetime.datetime.now().isoformat(timespec="seconds"), quick=args.quick, config=cfg,
                    machine=host, mamfs=mamfs, baseline=baseline, mounts=mounts, placements=placements, samples=[],
-                   daemon=[], cli=[], cli_base=[], loadavg=[])
+                   daemon=[], cli=[], cli_base=[], loadavg=[], skipped=[], setup=[])
     try:
         tarball = os.path.join(root, "tree.tar")
         if "small" in workloads:
             make_tree_tarball(tarball, cfg["files"], cfg["dirs"])
         for placement in placements:
             for name in mounts:
-                m = Mount(name, placement, root, baseline if name in BASELINE_MOUNTS else mamfs)
+                m = Mount(name, placement, root, baseline if name in BASELINE_MOUNTS else mamfs, cfg)
                 active.append(m)
-                m.start()
+                try:
+                    m.start()
+                except Unavailable as e:
+                    active.remove(m)
+                    results["skipped"].append(dict(mount=name, placement=placement, reason=str(e)))
+                    log(f"skipped {name}/{placement}: {e}")
+                    continue
+                if m.setup_description():
+                    results["setup"].append(dict(mount=name, placement=placement, setup=m.setup_description()))
         log(f"mounted {len(active)} filesystems under {root}; load {loadavg()}")
         for rnd in range(1, cfg["rounds"] + 1):
             results["loadavg"].append(dict(round=rnd, start=loadavg()))
@@ -461,7 +523,7 @@ def main():
                     sample.update(workload_smallw(m, cfg))
                 results["samples"].append(sample)
                 daemon = results["daemon"][-1] if before and after else None
-                log(f"round {rnd} {m.placement:5} {m.name:11} " +
+                log(f"round {rnd} {m.placement:5} {m.name:12} " +
                     " ".join(f"{k}={v:.1f}" for k, v in sample.items() if isinstance(v, float)) +
                     (f" daemon_rss={daemon['rss_kib'] // 1024}MiB threads={daemon['threads']}" if daemon else ""))
             if "cli" in workloads:
