@@ -35,9 +35,10 @@ soak: deps
 	MAMFS_SOAK=1 MAMFS_BIN="$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" \
 	  $(SWIFT) test $(SWIFTPM_FLAGS) --filter '^RobustnessTests\.'
 
-# Benchmarks (docs/PERFORMANCE.md): mamfs against raw, bindfs, gocryptfs and securefs in
-# one run; needs root. BENCH_FLAGS="--quick" for a short run, "--only mamfs-enc" for one mount.
-BENCH_PACKAGES := gocryptfs securefs bindfs fio rclone
+# Benchmarks (docs/PERFORMANCE.md): mamfs against raw, ext4 with fscrypt (a loop-mounted
+# image), bindfs, gocryptfs, securefs and cryfs in one run; needs root.
+# BENCH_FLAGS="--quick" for a short run, "--only mamfs-enc" for one mount.
+BENCH_PACKAGES := gocryptfs securefs cryfs bindfs fio rclone e2fsprogs mount
 BENCH_FLAGS ?=
 .PHONY: bench
 bench: deps
