@@ -246,6 +246,12 @@ public final class StateStore: Sendable {
         return row?.int64(0).flatMap { UInt32(exactly: $0) }
     }
 
+    /// The key ids the account currently has keys for, ascending.
+    public func accountKeyIds(_ accountId: String) throws -> [UInt32] {
+        try database.query("SELECT key_id FROM account_keys WHERE account_id = ? ORDER BY key_id",
+                           [.text(AccountIdentity.canonical(accountId))]).compactMap { $0.int64(0).flatMap { UInt32(exactly: $0) } }
+    }
+
     /// How many account keys each account has (canonical accountId -> count); the key bytes
     /// are never read.
     public func accountKeyCounts() throws -> [String: Int] {
