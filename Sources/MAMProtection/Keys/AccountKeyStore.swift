@@ -15,7 +15,7 @@ final class AccountKeyStore: @unchecked Sendable {
     private let lock = NSLock()
     /// Unwrapped keys by "accountId#keyId", with the wrapped bytes they came from (so a cache
     /// kept while the master key is dropped can tell a key destroyed or replaced since).
-    private var cache: [String: (key: SymmetricKey, wrapped: Data)] = [:]
+    private var cache: [String: (key: SymmetricKey, wrapped: [UInt8])] = [:]
     /// Canonical accountIds whose keys are withheld.
     private var withheld: Set<String> = []
     /// Newest key id per canonical accountId (asked on every file created through a mount).
@@ -73,7 +73,7 @@ final class AccountKeyStore: @unchecked Sendable {
             throw MAMError.keyUnavailable("no key \(keyId) for account \(id) (the account was wiped or is not registered here)")
         }
         let key = try unwrap(wrapped, accountId: id, keyId: keyId, masterKey: try requireMasterKey())
-        lock.lock(); cache[cacheKey] = (key, wrapped); lock.unlock()
+        lock.lock(); cache[cacheKey] = (key, Array(wrapped)); lock.unlock()
         return key
     }
 
@@ -174,11 +174,11 @@ final class AccountKeyStore: @unchecked Sendable {
         currentKeyIds.removeAll()
         lock.unlock()
         guard !holding else { return }
-        var still: [String: (key: SymmetricKey, wrapped: Data)] = [:]
+        var still: [String: (key: SymmetricKey, wrapped: [UInt8])] = [:]
         for (name, entry) in entries {
             let parts = name.split(separator: "#", maxSplits: 1)
             guard parts.count == 2, let keyId = UInt32(parts[1]),
-                  (try? state.accountKey(String(parts[0]), keyId: keyId)) == entry.wrapped else { continue }
+                  (try? state.accountKey(String(parts[0]), keyId: keyId)).map(Array.init) == entry.wrapped else { continue }
             still[name] = entry
         }
         lock.lock()
