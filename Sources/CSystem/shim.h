@@ -107,4 +107,46 @@ static inline int mamfs_file_identity_at(int dirfd, const char *path, struct mam
     out->links = sx.stx_nlink;
     return 0;
 }
+
+/* Abstract unix stream sockets (a name in the network namespace, no file on any disk) for a
+ * mount daemon's control channel, and the peer's credentials (SO_PEERCRED, whose struct ucred
+ * glibc declares only under _GNU_SOURCE). Each returns -1 with errno set on failure. */
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <stddef.h>
+#include <string.h>
+static inline int mamfs_abstract_address(const char *name, struct sockaddr_un *address, socklen_t *length) {
+    size_t n = strlen(name);
+    if (n + 1 > sizeof(address->sun_path)) { errno = ENAMETOOLONG; return -1; }
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path + 1, name, n);
+    *length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    return 0;
+}
+static inline int mamfs_abstract_listen(const char *name) {
+    struct sockaddr_un address; socklen_t length;
+    if (mamfs_abstract_address(name, &address, &length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (bind(fd, (struct sockaddr *)&address, length) != 0 || listen(fd, 8) != 0) {
+        int saved = errno; close(fd); errno = saved; return -1;
+    }
+    return fd;
+}
+static inline int mamfs_abstract_connect(const char *name) {
+    struct sockaddr_un address; socklen_t length;
+    if (mamfs_abstract_address(name, &address, &length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&address, length) != 0) { int saved = errno; close(fd); errno = saved; return -1; }
+    return fd;
+}
+extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+static inline int mamfs_accept(int fd) { return accept4(fd, 0, 0, SOCK_CLOEXEC); }
+struct mamfs_peer_credentials { int pid; unsigned int uid; unsigned int gid; };
+static inline int mamfs_peer_credentials(int fd, struct mamfs_peer_credentials *out) {
+    socklen_t length = sizeof(*out);
+    return getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, out, &length);
+}
 #endif

@@ -87,6 +87,9 @@ public final class BusMessage: @unchecked Sendable {
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(raw, &iter)
         for argument in arguments {
+            if case .objectPath(let path) = argument, !Self.isValidObjectPath(path) {
+                throw BusError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "not a D-Bus object path: \(path)")
+            }
             guard Self.append(argument, to: &iter) else {
                 throw BusError(name: "org.freedesktop.DBus.Error.NoMemory", message: "cannot append an argument")
             }
@@ -101,6 +104,10 @@ public final class BusMessage: @unchecked Sendable {
             return mamfs_dbus_append_uint32(&iter, number) != 0
         case .int32(let number):
             return mamfs_dbus_append_int32(&iter, number) != 0
+        case .bool(let truth):
+            return mamfs_dbus_append_boolean(&iter, truth ? 1 : 0) != 0
+        case .objectPath(let path):
+            return mamfs_dbus_append_object_path(&iter, path) != 0
         case .strings(let texts):
             var array = DBusMessageIter()
             guard dbus_message_iter_open_container(&iter, mamfs_dbus_type_array, "s", &array) != 0 else { return false }
@@ -125,6 +132,11 @@ public final class BusMessage: @unchecked Sendable {
         case .other:
             return false
         }
+    }
+
+    /// libdbus aborts the process on a malformed object path, so it is checked first.
+    static func isValidObjectPath(_ path: String) -> Bool {
+        !path.utf8.contains(0) && dbus_validate_path(path, nil) != 0
     }
 
     /// D-Bus strings must be valid UTF-8 without NUL (libdbus aborts the process otherwise):
@@ -154,6 +166,10 @@ public final class BusMessage: @unchecked Sendable {
             return .uint32(mamfs_dbus_get_uint32(&iter))
         case mamfs_dbus_type_int32:
             return .int32(mamfs_dbus_get_int32(&iter))
+        case mamfs_dbus_type_boolean:
+            return .bool(mamfs_dbus_get_boolean(&iter) != 0)
+        case mamfs_dbus_type_object_path:
+            return .objectPath(mamfs_dbus_get_string(&iter).map { String(cString: $0) } ?? "")
         case mamfs_dbus_type_array where dbus_message_iter_get_element_type(&iter) == mamfs_dbus_type_string:
             var element = DBusMessageIter()
             dbus_message_iter_recurse(&iter, &element)

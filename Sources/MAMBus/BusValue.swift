@@ -4,6 +4,11 @@ public enum BusValue: Sendable, Equatable {
     case string(String)
     case uint32(UInt32)
     case int32(Int32)
+    /// `b` (the ScreenSaver's `ActiveChanged(b)`).
+    case bool(Bool)
+    /// `o`, a D-Bus object path ("/org/freedesktop/login1/session/_31"); appending a malformed
+    /// path throws instead of reaching libdbus.
+    case objectPath(String)
     case strings([String])
     /// `a{sv}` with string variants.
     case stringDictionary([String: String])
@@ -16,4 +21,8 @@ public enum BusValue: Sendable, Equatable {
     public var uint32: UInt32? { if case .uint32(let value) = self { return value } else { return nil } }
     /// The number of an `.int32`, else nil.
     public var int32: Int32? { if case .int32(let value) = self { return value } else { return nil } }
+    /// The truth value of a `.bool`, else nil.
+    public var bool: Bool? { if case .bool(let value) = self { return value } else { return nil } }
+    /// The path of an `.objectPath`, else nil.
+    public var objectPath: String? { if case .objectPath(let value) = self { return value } else { return nil } }
 }

@@ -126,6 +126,9 @@ public enum MountDaemon {
             try redirectStderr(to: options.logFile)
             // SQLite connections must not cross a fork: the daemon opens the state itself.
             let own = try ProtectionContext.open(stateDirectory: context.stateDirectory, passphraseFile: options.passphraseFile)
+            // The parent's context came along with the fork: its keys go, so the only key
+            // material here is `own`'s, which the session lock can withhold.
+            context.discardKeys()
             return try serve(options: options, plan: plan, context: own, installSignalHandlers: true) { _ in
                 report("0")
                 close(readyFD)
@@ -217,9 +220,15 @@ public enum MountDaemon {
             fs.attributesChanged = { nodeid in
                 _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: sessionAddress), nodeid, -1, 0)
             }
+            fs.contentInvalidated = { nodeid in
+                _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: sessionAddress), nodeid, 0, 0)
+            }
             // Before `ready`: the mount owns its bus name by the time `mamfs mount` returns.
             let publisher = startPublishing(fs: fs, options: options, context: context)
             defer { stopPublishing(publisher, context: context) }
+            // Before `ready` too: untilFirstUserAuth keys are withheld before any request.
+            let lockListeners = startSessionLock(fs: fs, options: options)
+            defer { lockListeners.stop() }
             ready(session)
             fs.start()
             defer { fs.stop() }

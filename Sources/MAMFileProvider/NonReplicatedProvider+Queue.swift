@@ -157,7 +157,7 @@ extension NonReplicatedProvider {
                     try apply(change, path: existingPath(change.path), otherPath: change.otherPath.flatMap(existingPath))
                 }
                 count(change, in: &report)
-            } catch where Self.isUnreachable(error) {
+            } catch where Self.isUnreachable(error) || Self.waitsForUnlock(error, binding.context) {
                 let delay = schedule.delay(afterAttempts: entry.attempts + 1)
                 let due = Date().timeIntervalSince1970 + delay
                 try? queue.markFailed(entry.sequence, error: "\(error)", nextRetry: due)
@@ -191,6 +191,13 @@ extension NonReplicatedProvider {
         case .madeDirectory: return "remote directory not made"
         case .linked: return "hard link not uploaded"
         }
+    }
+
+    /// Whether `error` is a key the session lock withholds (`fileProtectionLevel`): the change
+    /// waits for the unlock like one the remote did not take, instead of being given up.
+    static func waitsForUnlock(_ error: any Error, _ context: ProtectionContext) -> Bool {
+        guard case MAMError.keyUnavailable = error else { return false }
+        return !context.withheldAccounts.isEmpty
     }
 
     static func isUnreachable(_ error: any Error) -> Bool {

@@ -31,6 +31,8 @@ enum CommandLineTool {
         AccountCommands.wipe,
         MountVerbs.mount,
         MountVerbs.unmount,
+        SessionLockCommands.lock,
+        SessionLockCommands.unlock,
         AuditCommands.show,
         AuditCommands.verify,
         DiagnoseCommands.diagnose,

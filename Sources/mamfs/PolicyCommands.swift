@@ -39,7 +39,7 @@ enum PolicyCommands {
             Output.bytes(policy.jsonData())
             return ExitCode.ok
         }
-        let rows: [[String]] = [
+        var rows: [[String]] = [
             ["account:", identity.description],
             ["fileEncryptionRequired:", String(policy.fileEncryptionRequired)],
             ["fileProviderEncryptFiles:", String(policy.fileProviderEncryptFiles)],
@@ -47,6 +47,7 @@ enum PolicyCommands {
             ["saveToLocations:", list(policy.saveToLocations.map(\.rawValue))],
             ["openFromLocations:", list(policy.openFromLocations.map(\.rawValue))],
         ]
+        if policy.fileProtectionLevel != .none { rows.append(["fileProtectionLevel:", policy.fileProtectionLevel.rawValue]) }
         Output.out(Output.table(rows))
         return ExitCode.ok
     }

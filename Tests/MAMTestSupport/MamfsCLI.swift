@@ -26,11 +26,11 @@ public enum MamfsCLI {
         return result
     }
 
-    /// `mamfs init` of `state`, then `mamfs enroll ACCOUNT --policy FILE` with
-    /// `encryptingPolicy` written to `policyFile`.
+    /// `mamfs init` of `state`, then `mamfs enroll ACCOUNT --policy FILE` with `policy`
+    /// (default `encryptingPolicy`) written to `policyFile`.
     /// - Throws: `TestSupportError` when a step fails.
-    public static func initAndEnroll(state: String, account: String, policyFile: String) throws {
-        try Data(encryptingPolicy.utf8).write(to: URL(fileURLWithPath: policyFile))
+    public static func initAndEnroll(state: String, account: String, policyFile: String, policy: String = encryptingPolicy) throws {
+        try Data(policy.utf8).write(to: URL(fileURLWithPath: policyFile))
         try run(["init"], state: state)
         try run(["enroll", account, "--policy", policyFile], state: state)
     }

@@ -24,13 +24,37 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
     private let replacement = Mutex<(fd: Int32, key: BackingKey, retired: [Int32])?>(nil)
     /// The header and key read from `fd` itself, once it was needed (see `detachedContent`).
     private let detached = Mutex<(ProtectedFileHeader?, SymmetricKey?)?>(nil)
+    /// For an owner at `completeUnlessOpen`: the file the handle was opened on (its owner and
+    /// file id) and its file key, kept with the handle so it goes on working while the
+    /// session lock withholds the account's keys; nil otherwise.
+    let pin: Pin?
 
-    init(inode: Inode, fd: Int32, append: Bool, writable: Bool) {
+    /// The file a handle was opened on, and its file key (nil for a plain file).
+    struct Pin: @unchecked Sendable {
+        let owner: String
+        let fileId: [UInt8]?
+        let key: SymmetricKey?
+
+        /// Whether `header` is still the pinned file's (the same owner and file id).
+        func matches(_ header: ProtectedFileHeader?) -> Bool {
+            guard let header else { return false }
+            return header.owner == owner && header.encryption?.fileId == fileId
+        }
+    }
+
+    init(inode: Inode, fd: Int32, append: Bool, writable: Bool, pin: Pin? = nil) {
         self.inode = inode
         self.append = append
         self.writable = writable
         self.openedFD = fd
         self.openedKey = inode.key
+        self.pin = pin
+    }
+
+    /// The pinned file key when `header` is the pinned file's.
+    func pinnedKey(for header: ProtectedFileHeader?) -> SymmetricKey? {
+        guard let pin, pin.matches(header) else { return nil }
+        return pin.key
     }
 
     /// The backing descriptor.

@@ -130,12 +130,24 @@ extension OverlayFilesystem {
                 header = try ProtectedFileHeader.read(fd: handle.fd)
                 inode.storeHeader(header, stamp: st.st_ctim)
             }
-            if header?.isEncrypted == true && key == nil { key = try fileKey(inode, header: header) }
+            let pinned = try requireOpenable(header, by: handle)
+            if header?.isEncrypted == true && key == nil { key = try pinned ?? fileKey(inode, header: header) }
             return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key, sparseHeader: sparseHeaderSource)
         }
         // The handle's own header is cached in the handle: it is not made sparse from here
         // (a file sparse already still gets holes).
-        return try handle.detachedContent { header in try context.fileKey(for: header) }
+        let content = try handle.detachedContent { header in try context.fileKey(for: header) }
+        _ = try requireOpenable(content.header, by: handle)
+        return content
+    }
+
+    /// EACCES when the session lock withholds the keys of `header`'s owner, unless `handle`
+    /// was opened on this very file before (`completeUnlessOpen`'s pin).
+    /// - Returns: the pinned file key when the pin let it through.
+    private func requireOpenable(_ header: ProtectedFileHeader?, by handle: OpenFile) throws -> SymmetricKey? {
+        guard isWithheld(owner: header?.owner) else { return nil }
+        guard let pin = handle.pin, pin.matches(header) else { throw FilesystemError(code: EACCES) }
+        return pin.key
     }
 
     /// How a file written through the mount gets the sparse header flag (its first hole).

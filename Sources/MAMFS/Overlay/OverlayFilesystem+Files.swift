@@ -91,7 +91,8 @@ extension OverlayFilesystem {
             inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
             inode.adjustOpenCount(1)
         }
-        return OpenFile(inode: inode, fd: created.file.take(), append: flags & O_APPEND != 0, writable: true)
+        return OpenFile(inode: inode, fd: created.file.take(), append: flags & O_APPEND != 0, writable: true,
+                        pin: pin(header, key: key))
     }
 
     /// The entry of a just-opened handle's file; the handle's open count is given back when
@@ -114,8 +115,8 @@ extension OverlayFilesystem {
     }
 
     /// Opens `nodeid` with the open(2) `flags` (a placeholder is materialized first).
-    /// - Throws: EISDIR/EINVAL for a non-file, EACCES when the key is gone, EIO for a
-    ///   tampered header, the backing open's errno.
+    /// - Throws: EISDIR/EINVAL for a non-file, EACCES when the key is gone or the session
+    ///   lock withholds it, EIO for a tampered header, the backing open's errno.
     func open(_ nodeid: UInt64, flags: Int32, caller: Caller) throws -> OpenFile {
         refresh(force: true)
         guard let inode = table.inode(nodeid) else { throw FilesystemError(code: ESTALE) }
@@ -157,6 +158,7 @@ extension OverlayFilesystem {
         let passed = flags & (O_SYNC | O_DSYNC)
         let file = try FileDescriptor.reopen(try inode.descriptor(), (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
         let fd = file.rawValue
+        var opened: (header: ProtectedFileHeader?, key: SymmetricKey?) = (nil, nil)
         do {
             try inode.contentLock.writing {
                 var st = stat()
@@ -168,6 +170,7 @@ extension OverlayFilesystem {
                 } else {
                     header = try self.header(inode, ctime: st.st_ctim)
                 }
+                try requireNotWithheld(owner: header?.owner)
                 var key = try fileKey(inode, header: header)
                 if truncating {
                     // A plain-tagged file whose owner now requires encryption starts again encrypted.
@@ -188,10 +191,19 @@ extension OverlayFilesystem {
                     fstat(fd, &now)
                     inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
                 }
+                opened = (header, key)
                 inode.adjustOpenCount(1)
             }
         }
-        return OpenFile(inode: inode, fd: file.take(), append: flags & O_APPEND != 0, writable: writable)
+        return OpenFile(inode: inode, fd: file.take(), append: flags & O_APPEND != 0, writable: writable,
+                        pin: pin(opened.header, key: opened.key))
+    }
+
+    /// What a handle on a file with `header` keeps over a session lock: its file and key when
+    /// the owner's level is `completeUnlessOpen`, else nothing.
+    func pin(_ header: ProtectedFileHeader?, key: SymmetricKey?) -> OpenFile.Pin? {
+        guard let header, pinsOpenFiles(owner: header.owner) else { return nil }
+        return OpenFile.Pin(owner: header.owner, fileId: header.encryption?.fileId, key: key)
     }
 
     /// Reads up to `size` plaintext bytes at plaintext `offset` into a pooled buffer and passes

@@ -41,6 +41,7 @@ extension OverlayFilesystem {
             state.wipedOwners = wiped
         }
         enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
+        fileProtectionInUse.store(OverlayFilesystem.anyFileProtectionLevel(context), ordering: .relaxed)
         daemonLog.update(from: context)
         repointReplacedEntries()
     }
@@ -70,8 +71,10 @@ extension OverlayFilesystem {
     /// The header and file key for a new file (create, O_TRUNC of an untagged file) of
     /// `owner`: `ProtectionContext.newFileHeader`, refused for an owner that was wiped, whose
     /// files would otherwise be stored plain with its tag.
-    /// - Throws: `FilesystemError(EACCES)` for a wiped owner; `.keyUnavailable`.
+    /// - Throws: `FilesystemError(EACCES)` for a wiped owner or one whose keys the session
+    ///   lock withholds; `.keyUnavailable`.
     func newFileHeader(owner: String) throws -> (ProtectedFileHeader?, SymmetricKey?) {
+        try requireNotWithheld(owner: owner)
         if hasWipedOwners && context.isWiped(owner: owner) { throw FilesystemError(code: EACCES) }
         return try context.newFileHeader(owner: owner)
     }

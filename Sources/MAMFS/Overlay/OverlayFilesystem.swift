@@ -28,6 +28,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Drops the kernel's cached attributes of a nodeid (set by the mount daemon: a FUSE
     /// inode invalidation; nil in tests without a kernel).
     var attributesChanged: ((UInt64) -> Void)?
+    /// Drops the kernel's cached pages of a nodeid, writing dirty ones back first (set by the
+    /// mount daemon: a FUSE inode invalidation of the whole range; nil in tests without a kernel).
+    var contentInvalidated: ((UInt64) -> Void)?
     /// What the mount kind (plain, non-replicated or replicated provider) adds to requests.
     let hooks: any MountHooks
 
@@ -40,6 +43,12 @@ final class OverlayFilesystem: @unchecked Sendable {
     let refreshState = Mutex(RefreshState())
     /// Whether any managed account's policy enables caller-aware rules (see `isEnforcing`).
     let enforcing = Atomic<Bool>(false)
+    /// The session lock's effect on the mount's keys (`OverlayFilesystem+SessionLock`).
+    let sessionLock = Mutex(SessionLockState())
+    /// Set while any account's keys are withheld (the fast path of every content check).
+    let keysWithheld = Atomic<Bool>(false)
+    /// Whether any managed account's policy sets a `fileProtectionLevel` other than none.
+    let fileProtectionInUse = Atomic<Bool>(false)
     /// The executables of the processes that send requests (read only while enforcing).
     let callers = CallerProcesses()
     /// Per-account policy answers of the current state generation (caller-aware rules).
@@ -87,6 +96,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         let wiped = OverlayFilesystem.loadWipedOwners(context)
         refreshState.withLock { $0.wipedOwners = wiped }
         enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
+        fileProtectionInUse.store(OverlayFilesystem.anyFileProtectionLevel(context), ordering: .relaxed)
         hooks.initialPass(afterPass: { [weak self] in self?.repointReplacedEntries() })
     }
 

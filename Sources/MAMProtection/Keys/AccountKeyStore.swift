@@ -129,6 +129,17 @@ final class AccountKeyStore: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Drops the master key and every cached key without asking the database (a process
+    /// that will never use this store again, such as a forked daemon's copy of its parent's
+    /// context); every later request fails with `.keyUnavailable`.
+    func discardAll() {
+        lock.lock()
+        masterKey = nil
+        cache.removeAll()
+        currentKeyIds.removeAll()
+        lock.unlock()
+    }
+
     /// Ends withholding with `masterKey` (loaded again by the caller, `MasterKey.load`).
     func restore(masterKey: SymmetricKey) {
         lock.lock()

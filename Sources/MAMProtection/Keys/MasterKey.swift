@@ -43,19 +43,25 @@ public enum MasterKey {
     /// - Throws: `.keyUnavailable` for a missing/unreadable key file, a missing passphrase for a
     ///   passphrase-protected state, or a wrong passphrase/key file.
     static func load(from directory: StateDirectory, state: StateStore, passphraseFile: String?) throws -> SymmetricKey {
+        try load(from: directory, state: state, passphrase: passphraseFile.map { file in { try readPassphrase(file) } })
+    }
+
+    /// `load(from:state:passphraseFile:)` with the passphrase from `passphrase` (called only
+    /// for a passphrase-protected state; nil: none was given).
+    static func load(from directory: StateDirectory, state: StateStore, passphrase: (() throws -> SecretBuffer)?) throws -> SymmetricKey {
         let kdf = try state.metaValue(kdfMetaKey).flatMap { String(data: $0, encoding: .utf8) } ?? "keyfile"
         let key: SymmetricKey
         switch kdf {
         case "scrypt":
-            guard let passphraseFile else {
+            guard let passphrase else {
                 throw MAMError.keyUnavailable("the state in \(directory) is protected by a passphrase: set MAMFS_PASSPHRASE_FILE to the passphrase file")
             }
             guard let data = try state.metaValue(scryptMetaKey),
                   let parameters = try? JSONDecoder().decode(ScryptParameters.self, from: data) else {
                 throw MAMError.internalError("the state's scrypt parameters are missing or damaged")
             }
-            let passphrase = try readPassphrase(passphraseFile)
-            key = try parameters.deriveKey(passphraseBytes: UnsafeRawBufferPointer(passphrase.bytes))
+            let secret = try passphrase()
+            key = try parameters.deriveKey(passphraseBytes: UnsafeRawBufferPointer(secret.bytes))
         case "keyfile":
             key = try readKeyFile(directory.masterKeyURL.path)
         default:

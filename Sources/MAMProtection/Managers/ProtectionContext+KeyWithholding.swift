@@ -23,6 +23,30 @@ extension ProtectionContext {
         keys.invalidate()
     }
 
+    /// `restoreKeys(passphraseFile:)` with the passphrase's bytes themselves (as `mamfs unlock`
+    /// hands them to a mount daemon, which never writes them anywhere); they are copied into
+    /// memory that is wiped after use. A key-file state ignores them.
+    /// - Throws: `.keyUnavailable` for a wrong passphrase, or none (`passphrase` empty) for a
+    ///   passphrase-protected state.
+    public func restoreKeys(passphrase: UnsafeRawBufferPointer) throws {
+        let source: (() throws -> SecretBuffer)? = passphrase.isEmpty ? nil : {
+            let secret = SecretBuffer(count: passphrase.count)
+            secret.bytes.copyMemory(from: passphrase)
+            return secret
+        }
+        let key = try MasterKey.load(from: stateDirectory, state: state, passphrase: source)
+        keys.restore(masterKey: key)
+        keys.invalidate()
+    }
+
+    /// Drops every key this context holds, without touching the state database (which may be
+    /// closed): for a forked mount daemon's copy of its parent's context, so the only key
+    /// material in the daemon is its own context's, which the session lock can withhold.
+    /// Every later key request of this context fails with `.keyUnavailable`.
+    public func discardKeys() {
+        keys.discardAll()
+    }
+
     /// The canonical accountIds whose keys are withheld (empty normally).
     public var withheldAccounts: Set<String> { keys.withheldAccounts }
 

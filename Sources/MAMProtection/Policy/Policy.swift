@@ -42,6 +42,9 @@ public struct Policy: Equatable, Sendable {
     public var complianceMaxAge: Int
     /// Whether a NotCompliant result starts the account's selective wipe.
     public var wipeOnNonCompliance: Bool
+    /// When the account's keys may be in a mount daemon's memory, relative to the session
+    /// lock (mirrors the SDK's maximum file protection level); `.none` when the key is absent.
+    public var fileProtectionLevel: FileProtectionLevel
 
     /// Creates a policy; every parameter defaults to the value a missing JSON key takes.
     public init(
@@ -58,7 +61,8 @@ public struct Policy: Equatable, Sendable {
         appConfig: [String: String] = [:],
         compliance: [ComplianceCheck]? = nil,
         complianceMaxAge: Int = Policy.defaultComplianceMaxAge,
-        wipeOnNonCompliance: Bool = false
+        wipeOnNonCompliance: Bool = false,
+        fileProtectionLevel: FileProtectionLevel = .none
     ) {
         self.fileEncryptionRequired = fileEncryptionRequired
         self.fileProviderEncryptFiles = fileProviderEncryptFiles
@@ -74,6 +78,7 @@ public struct Policy: Equatable, Sendable {
         self.compliance = compliance
         self.complianceMaxAge = complianceMaxAge
         self.wipeOnNonCompliance = wipeOnNonCompliance
+        self.fileProtectionLevel = fileProtectionLevel
     }
 
     /// The demo's encrypting policy (same content as Tools/demo/policy-encrypt.json): files
@@ -103,10 +108,11 @@ public struct Policy: Equatable, Sendable {
         static let compliance = "compliance"
         static let complianceMaxAge = "complianceMaxAge"
         static let wipeOnNonCompliance = "wipeOnNonCompliance"
+        static let fileProtectionLevel = "fileProtectionLevel"
         static let all: Set<String> = [
             fileEncryptionRequired, fileProviderEncryptFiles, receiveData, saveToLocations, openFromLocations,
             managedApps, sendData, allowUserDecrypt, locations, protectionLevel, appConfig,
-            compliance, complianceMaxAge, wipeOnNonCompliance,
+            compliance, complianceMaxAge, wipeOnNonCompliance, fileProtectionLevel,
         ]
     }
 
@@ -158,6 +164,9 @@ public struct Policy: Equatable, Sendable {
         if let value = object[Key.protectionLevel] {
             policy.protectionLevel = try name(value, key: Key.protectionLevel, source: source)
         }
+        if let value = object[Key.fileProtectionLevel] {
+            policy.fileProtectionLevel = try name(value, key: Key.fileProtectionLevel, source: source)
+        }
         if let value = object[Key.allowUserDecrypt] {
             policy.allowUserDecrypt = try bool(value, key: Key.allowUserDecrypt, source: source)
         }
@@ -195,7 +204,7 @@ public struct Policy: Equatable, Sendable {
 
     /// The policy as JSON: pretty-printed, keys sorted, location arrays sorted by name; every
     /// key of the encryption and location rules present, the enforcement keys (`managedApps`,
-    /// `sendData`, `allowUserDecrypt`, `locations`, `protectionLevel`) and `appConfig` only when they are not
+    /// `sendData`, `allowUserDecrypt`, `locations`, `protectionLevel`), `fileProtectionLevel` and `appConfig` only when they are not
     /// their defaults. `Policy.parse(p.jsonData(), source:)` gives back `p`.
     public func jsonData() -> Data {
         func list<L: RawRepresentable>(_ set: Set<L>) -> String where L.RawValue == String {
@@ -214,8 +223,11 @@ public struct Policy: Equatable, Sendable {
         members += complianceMembers.checks
         members += [
             "\"\(Key.fileEncryptionRequired)\": \(fileEncryptionRequired)",
-            "\"\(Key.fileProviderEncryptFiles)\": \(fileProviderEncryptFiles)",
         ]
+        if fileProtectionLevel != .none {
+            members.append("\"\(Key.fileProtectionLevel)\": \"\(fileProtectionLevel.rawValue)\"")
+        }
+        members.append("\"\(Key.fileProviderEncryptFiles)\": \(fileProviderEncryptFiles)")
         if !locations.isEmpty { members.append("\"\(Key.locations)\": \(locationsJSON())") }
         if let managedApps {
             let rules = managedApps.map { rule in
@@ -253,7 +265,8 @@ public struct Policy: Equatable, Sendable {
 
     // MARK: - Parsing helpers
 
-    /// A policy-vocabulary name (`receiveData`, `sendData`, `protectionLevel`), case-insensitive.
+    /// A policy-vocabulary name (`receiveData`, `sendData`, `protectionLevel`,
+    /// `fileProtectionLevel`), case-insensitive.
     private static func name<N: PolicyName>(_ value: Any, key: String, source: String) throws -> N {
         guard let text = value as? String else {
             throw invalid(source, "key '\(key)': expected a string, got \(describe(value))")

@@ -39,8 +39,9 @@ final class MountedFixture: @unchecked Sendable {
     /// `launcher`: a command the `mamfs mount` daemon is started under (e.g. `prlimit
     /// --nofile=1024:1024`); such a fixture needs the daemon (no in-process fallback).
     /// `mountEnvironment`: added to the environment `mamfs mount` (and so its daemon) runs with.
+    /// `policy`: the managed account's policy JSON at enrollment (default: encrypting).
     init(_ kind: Kind, backing customBacking: String? = nil, options: [String] = [], launcher: [String] = [],
-         mountEnvironment: [String: String] = [:]) throws {
+         mountEnvironment: [String: String] = [:], policy: String = MamfsCLI.encryptingPolicy) throws {
         self.kind = kind
         base = NSTemporaryDirectory() + "mamfs-fs-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
@@ -51,7 +52,7 @@ final class MountedFixture: @unchecked Sendable {
         for dir in [base, backing, mountpoint, plain] {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
-        try MamfsCLI.initAndEnroll(state: state, account: MountedFixture.account, policyFile: base + "/policy.json")
+        try MamfsCLI.initAndEnroll(state: state, account: MountedFixture.account, policyFile: base + "/policy.json", policy: policy)
         try mount(options: options, launcher: launcher, environment: mountEnvironment)
     }
 

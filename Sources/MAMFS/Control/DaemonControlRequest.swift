@@ -1,0 +1,19 @@
+import MAMProtection
+
+/// A request on a mount daemon's control channel (`DaemonControlServer`), as `mamfs lock` and
+/// `mamfs unlock` send it: one line with the verb, for `unlock` followed by the passphrase's
+/// bytes up to the end of the stream (none for a key-file state). The answer is one line,
+/// `CODE<TAB>MESSAGE`, CODE the decimal `ExitCode`.
+public enum DaemonControlRequest: String, Sendable, CaseIterable {
+    /// Lock now, as a session lock would (`fileProtectionLevel` complete, completeUnlessOpen).
+    case lock
+    /// Unlock: load the master key again and give the withheld accounts their keys back.
+    case unlock
+
+    /// The abstract socket name of the daemon with `pid` (no file anywhere: it lives in the
+    /// network namespace and goes with the daemon).
+    static func socketName(daemon pid: Int32) -> String { "mamfs-control-\(pid)" }
+
+    /// A request is at most the verb line and a passphrase of at most 64 KiB.
+    static let maximumLength = 64 * 1024 + 64
+}

@@ -1,0 +1,113 @@
+import CSystem
+import Foundation
+import Glibc
+import MAMProtection
+
+/// The mount daemon's end of `mamfs lock|unlock MOUNTPOINT`: an abstract unix socket named
+/// after the daemon's pid, served by one thread.
+///
+/// Only the daemon's own user (or root) is served: the peer's SO_PEERCRED uid is checked on
+/// every connection. The client checks in turn that the socket's owner is the mount's daemon
+/// (its SO_PEERCRED pid), so a process that took the name first never sees a passphrase.
+final class DaemonControlServer: @unchecked Sendable {
+    private let listener: Int32
+    private let handle: @Sendable (DaemonControlRequest, UnsafeRawBufferPointer) -> (ExitCode, String)
+    private let log: @Sendable (String) -> Void
+    private let stopping = NSLock()
+    private var stopped = false
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Binds the daemon's socket name.
+    /// - Throws: `MAMError.system` when the name is taken or sockets fail.
+    init(handle: @escaping @Sendable (DaemonControlRequest, UnsafeRawBufferPointer) -> (ExitCode, String),
+         log: @escaping @Sendable (String) -> Void) throws {
+        let fd = mamfs_abstract_listen(DaemonControlRequest.socketName(daemon: getpid()))
+        guard fd >= 0 else { throw MAMError.fromErrno("control socket \(DaemonControlRequest.socketName(daemon: getpid()))") }
+        listener = fd
+        self.handle = handle
+        self.log = log
+    }
+
+    /// Starts serving on a thread of its own.
+    func start() {
+        let thread = Thread { [self] in
+            serve()
+            finished.signal()
+        }
+        thread.name = "mamfs-control"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Stops serving (returns once the thread has ended) and closes the socket.
+    func stop() {
+        stopping.lock()
+        let first = !stopped
+        stopped = true
+        stopping.unlock()
+        guard first else { return }
+        if thread != nil { finished.wait() }
+        close(listener)
+    }
+
+    private var isStopped: Bool {
+        stopping.lock(); defer { stopping.unlock() }
+        return stopped
+    }
+
+    private func serve() {
+        while !isStopped {
+            var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 200) > 0 else { continue }
+            let client = mamfs_accept(listener)
+            guard client >= 0 else { continue }
+            answer(client)
+            close(client)
+        }
+    }
+
+    /// Reads one request from `client` (at most 2 s), checks its user and answers it.
+    private func answer(_ client: Int32) {
+        var peer = mamfs_peer_credentials()
+        guard mamfs_peer_credentials(client, &peer) == 0 else { return }
+        guard peer.uid == 0 || peer.uid == geteuid() else {
+            log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only uid \(geteuid()) or root may lock or unlock this mount")
+            reply(client, .noPerm, "only the mount's own user or root may lock or unlock it")
+            return
+        }
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let capacity = DaemonControlRequest.maximumLength + 1
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
+        // The passphrase passes through here: wiped before the memory is given back.
+        defer {
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            buffer.deallocate()
+        }
+        var count = 0
+        while count < capacity {
+            let n = read(client, buffer.baseAddress! + count, capacity - count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            count += n
+        }
+        guard count <= DaemonControlRequest.maximumLength else {
+            reply(client, .usage, "the request is longer than \(DaemonControlRequest.maximumLength) bytes")
+            return
+        }
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+        guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")),
+              let request = DaemonControlRequest(rawValue: String(decoding: bytes[0..<newline], as: UTF8.self)) else {
+            reply(client, .usage, "unknown request (expected: \(DaemonControlRequest.allCases.map(\.rawValue).joined(separator: ", ")))")
+            return
+        }
+        let (code, message) = handle(request, UnsafeRawBufferPointer(rebasing: bytes[(newline + 1)...]))
+        reply(client, code, message)
+    }
+
+    private func reply(_ client: Int32, _ code: ExitCode, _ message: String) {
+        let line = Array("\(code.rawValue)\t\(message.replacingOccurrences(of: "\n", with: " "))\n".utf8)
+        _ = line.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+}
