@@ -84,6 +84,18 @@ public final class SessionLockMonitor: @unchecked Sendable {
         }
     }
 
+    /// The logind session listened to (its object path), nil when logind is not heard: no
+    /// system bus, no XDG_SESSION_ID and no session of logind's for this process. A process with
+    /// a session runs in a user's login, so the user has authenticated since boot.
+    public var logindSession: String? {
+        lock.lock()
+        defer { lock.unlock() }
+        for listener in listeners where listener.isListening {
+            if let source = listener.sources.first(where: { $0.ownerName == "org.freedesktop.login1" }) { return source.path }
+        }
+        return nil
+    }
+
     /// The object path logind gives the session `id`: `/org/freedesktop/login1/session/` and the
     /// id escaped as sd-bus escapes an object path label (`sd_bus_path_encode`): every byte but
     /// [A-Za-z0-9], and a leading digit, becomes `_` and two lowercase hex digits; an empty id

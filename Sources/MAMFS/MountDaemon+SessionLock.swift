@@ -24,11 +24,12 @@ extension MountDaemon {
         }
     }
 
-    /// Withholds the `untilFirstUserAuth` accounts' keys, then starts listening for locks and
-    /// unlocks (before the mount answers, so no request is served with keys a lock should
-    /// have taken).
+    /// Starts listening for locks and unlocks, and withholds the `untilFirstUserAuth` accounts'
+    /// keys when the daemon runs in no logind session (a user's login is the first
+    /// authentication since boot; a mount started outside one, by a system unit at boot, waits
+    /// for an unlock). Before the mount answers, so no request is served with keys a lock
+    /// should have taken.
     static func startSessionLock(fs: OverlayFilesystem, options: MountOptions) -> SessionLockListeners {
-        fs.withholdUntilFirstUnlock()
         let verbose = options.verbose
         let daemonLog = fs.daemonLog
         let monitor = SessionLockMonitor(
@@ -45,6 +46,11 @@ extension MountDaemon {
                 }
             })
         monitor.start()
+        if let session = monitor.logindSession {
+            fs.untilFirstUnlockSatisfied(by: "logind session \(session)")
+        } else {
+            fs.withholdUntilFirstUnlock()
+        }
         if verbose {
             let sources = monitor.sources
             fs.log(sources.isEmpty ? "session lock: no logind session and no screensaver to listen to (mamfs lock|unlock still work)"
@@ -94,13 +100,26 @@ extension MountDaemon {
     ///   daemon; the daemon's own code (`.noPerm` for a wrong passphrase or another user).
     public static func sessionLock(_ request: DaemonControlRequest, mountpoint: String,
                                    passphrase: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) throws -> String {
-        let (_, state) = MountpointState.find(mountpoint)
-        guard case .live(_, let daemons) = state else {
-            throw MountFailure(description: state == .notMounted ? "not a mamfs mount" : "a dead mount (its daemon exited)", exitCode: .noInput)
+        let (path, state) = MountpointState.find(mountpoint)
+        let daemons: [pid_t]
+        switch state {
+        case .notMounted:
+            var st = stat()
+            let isDirectory = stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+            throw MountFailure(description: isDirectory ? "not a mamfs mount (name the mount's top directory)" : "no such directory",
+                               exitCode: .noInput)
+        case .dead:
+            throw MountFailure(description: "a dead mount (its daemon exited; remove it with 'mamfs unmount')", exitCode: .unavailable)
+        case .live(_, let serving):
+            daemons = serving
         }
         var lastError = "its daemon was not found (is it another user's mount?)"
         for pid in daemons {
-            let fd = mamfs_abstract_connect(DaemonControlRequest.socketName(daemon: pid))
+            guard let name = DaemonControlSocket.find(daemon: pid) else {
+                lastError = "the daemon (pid \(pid)) has no control socket (see the mount's log)"
+                continue
+            }
+            let fd = mamfs_abstract_connect(name)
             guard fd >= 0 else {
                 lastError = "the daemon (pid \(pid)) does not answer on its control channel: \(String(cString: strerror(errno)))"
                 continue

@@ -76,7 +76,7 @@ enum CommandLineTool {
             "ACCOUNT is an accountId (GUID) or a UPN, in any case.",
             "",
             "exit codes: \(ExitCode.ok) ok, \(ExitCode.usage) usage, \(ExitCode.dataErr) corrupt or tampered data, \(ExitCode.noInput) missing input, \(ExitCode.unavailable) no session bus",
-            "(events), \(ExitCode.software) internal error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable",
+            "(events) or no mount daemon answering (lock, unlock), \(ExitCode.software) internal error, \(ExitCode.cantCreate) cannot create output, \(ExitCode.ioErr) I/O or sync item error, \(ExitCode.tempFail) remote unreachable",
             "or daemon still running after unmount (retry later), \(ExitCode.noPerm) denied by policy or key unavailable;",
             "compliance verbs: \(ExitCode.notCompliant) NotCompliant, \(ExitCode.networkFailure) NetworkFailure, \(ExitCode.serviceFailure) ServiceFailure, \(ExitCode.userCancelled) UserCancelled,",
             "\(ExitCode.interactionRequired) InteractionRequired.",

@@ -9,7 +9,7 @@ enum SessionLockCommands {
     static let lock = Verb(
         "lock",
         usage: ["mamfs lock MOUNTPOINT"],
-        summary: "Lock the mount at MOUNTPOINT now, as a session lock does: the keys of every account whose policy's fileProtectionLevel is complete or completeUnlessOpen leave the daemon's memory, and their files answer EACCES (completeUnlessOpen: files opened before keep working through their handles) until 'mamfs unlock' or the session's next unlock. Only the mount's user or root may lock it. Exit \(ExitCode.noInput) when nothing mamfs is mounted there, \(ExitCode.unavailable) when its daemon does not answer.",
+        summary: "Lock the mount at MOUNTPOINT now, as a session lock does: the keys of every account whose policy's fileProtectionLevel is complete or completeUnlessOpen leave the daemon's memory, and their files answer EACCES (completeUnlessOpen: files opened before keep working through their handles) until 'mamfs unlock' or the session's next unlock. Only the mount's user or root may lock it. Exit \(ExitCode.noInput) when nothing mamfs is mounted there, \(ExitCode.unavailable) when its daemon does not answer or cannot be found (another user's mount, a dead mount).",
         options: [],
         spec: ArgumentSpec(positionals: 1...1),
         run: { arguments, invocation in try run(.lock, arguments, invocation) })
@@ -17,7 +17,7 @@ enum SessionLockCommands {
     static let unlock = Verb(
         "unlock",
         usage: ["mamfs unlock MOUNTPOINT"],
-        summary: "Unlock the mount at MOUNTPOINT: the daemon loads the master key again and the withheld accounts' files open again. A state protected by a passphrase needs it (MAMFS_PASSPHRASE_FILE names the file; it is handed to the daemon over its control channel and never written anywhere); a wrong or missing one is refused with \(ExitCode.noPerm) and the keys stay withheld. A key-file state also unlocks by itself at the session's unlock.",
+        summary: "Unlock the mount at MOUNTPOINT: the daemon loads the master key again and the withheld accounts' files open again. A state protected by a passphrase needs it (MAMFS_PASSPHRASE_FILE names the file; it is handed to the daemon over its control channel and never written anywhere); a wrong one, or none, is refused with \(ExitCode.noPerm) and the keys stay withheld (a passphrase file that cannot be read: \(ExitCode.noInput)). A key-file state also unlocks by itself at the session's unlock. Exit \(ExitCode.noInput) when nothing mamfs is mounted there, \(ExitCode.unavailable) when its daemon does not answer or cannot be found (another user's mount, a dead mount).",
         options: [],
         spec: ArgumentSpec(positionals: 1...1),
         run: { arguments, invocation in try run(.unlock, arguments, invocation) })

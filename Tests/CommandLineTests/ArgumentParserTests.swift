@@ -124,7 +124,7 @@ struct CommandLineToolUsageTests {
 
     @Test("the help text lists the exit-code table")
     func helpListsCodes() {
-        #expect(CommandLineTool.helpText.contains("exit codes: 0 ok, 64 usage, 65 corrupt or tampered data, 66 missing input, 69 no session bus\n(events), 70 internal error, 73 cannot create output, 74 I/O or sync item error, 75 remote unreachable\nor daemon still running after unmount (retry later), 77 denied by policy or key unavailable;\ncompliance verbs: 80 NotCompliant, 81 NetworkFailure, 82 ServiceFailure, 83 UserCancelled,\n84 InteractionRequired."))
+        #expect(CommandLineTool.helpText.contains("exit codes: 0 ok, 64 usage, 65 corrupt or tampered data, 66 missing input, 69 no session bus\n(events) or no mount daemon answering (lock, unlock), 70 internal error, 73 cannot create output, 74 I/O or sync item error, 75 remote unreachable\nor daemon still running after unmount (retry later), 77 denied by policy or key unavailable;\ncompliance verbs: 80 NotCompliant, 81 NetworkFailure, 82 ServiceFailure, 83 UserCancelled,\n84 InteractionRequired."))
     }
 }
 

@@ -17,7 +17,8 @@ final class OverlayCoreFixture {
 
     /// `managed`: new files get the enrolled account (encrypted); otherwise unmanaged (plain).
     /// `provider`: binds the backing directory to a remote in `base` as that provider kind.
-    init(managed: Bool = true, provider: ProviderKind? = nil) throws {
+    /// `policy`: the account's policy; `passphrase`: the state's master key comes from it.
+    init(managed: Bool = true, provider: ProviderKind? = nil, policy: Policy = .demoEncrypting, passphrase: String? = nil) throws {
         var template = Array("/tmp/mamfs-core-test-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw MAMError.fromErrno("mkdtemp")
@@ -25,8 +26,13 @@ final class OverlayCoreFixture {
         base = String(cString: made)
         backing = base + "/backing"
         try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
-        context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/state"), passphraseFile: nil)
-        try context.enrollment.enroll(accountId: Self.account, upn: nil, policy: .demoEncrypting)
+        var passphraseFile: String?
+        if let passphrase {
+            passphraseFile = base + "/passphrase"
+            try Data(passphrase.utf8).write(to: URL(fileURLWithPath: base + "/passphrase"))
+        }
+        context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/state"), passphraseFile: passphraseFile)
+        try context.enrollment.enroll(accountId: Self.account, upn: nil, policy: policy)
         var options = MountOptions(backingDirectory: backing, mountpoint: base + "/mnt", account: managed ? Self.account : "")
         if let provider {
             let remote = base + "/remote"

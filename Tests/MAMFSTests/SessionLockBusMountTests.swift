@@ -67,6 +67,19 @@ struct SessionLockBusMountTests {
         #expect(log.contains("session unlocked (logind)"), "\(log)")
     }
 
+    @Test("untilFirstUserAuth in a logind session: the login was the first authentication, so the files open from the start")
+    func untilFirstUserAuthInASession() throws {
+        let system = try SystemBus()
+        defer { system.stop() }
+        let logind = try FakeLogind(address: system.address, sessionPath: Self.sessionPath)
+        defer { logind.stop() }
+        let m = try SessionLockMountTests.mount("untilFirstUserAuth", environment: system.environment.merging(["XDG_SESSION_ID": "1"]) { $1 })
+        defer { m.close() }
+        let result = try m.sh(#"printf 'at-once' > first.txt && cat first.txt"#)
+        #expect(result.out == "at-once", "\(result.out) \(result.err)")
+        #expect(SessionLockMountTests.log(m).contains("untilFirstUserAuth: the mount runs in logind session \(Self.sessionPath)"), "\(SessionLockMountTests.log(m))")
+    }
+
     @Test("the screensaver (org.gnome.ScreenSaver): ActiveChanged(true) locks, a forged ActiveChanged(false) is ignored, the owner's ActiveChanged(false) unlocks")
     func screensaverLockAndUnlock() throws {
         let session = try SessionBus()

@@ -87,9 +87,15 @@ struct SessionLockMountTests {
                 "\(result.out)\n\(result.err)")
     }
 
-    @Test("untilFirstUserAuth: nothing of the account opens from the mount's start until the first unlock; a later lock changes nothing")
+    /// The environment of a daemon outside any logind session: no system bus, no session id.
+    static func noSession(_ dir: TempDirectory) -> [String: String] {
+        ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=" + dir.file("no-bus"), "XDG_SESSION_ID": ""]
+    }
+
+    @Test("untilFirstUserAuth outside a logind session: nothing of the account opens from the mount's start until the first unlock; a later lock changes nothing")
     func untilFirstUserAuth() throws {
-        let m = try Self.mount("untilFirstUserAuth")
+        let dir = try TempDirectory(prefix: "mamfs-nosession")
+        let m = try Self.mount("untilFirstUserAuth", environment: Self.noSession(dir))
         defer { m.close() }
         let result = try m.sh(#"""
         echo x > first.txt; echo "create=$?"
@@ -169,27 +175,77 @@ struct SessionLockMountTests {
         #expect(try m.sh("cat work.txt").out == "work-secret")
     }
 
-    @Test("the daemon's control socket serves only its own user or root: another uid gets 77 and the keys stay")
-    func controlSocketRefusesOtherUsers() throws {
+    /// A python client of the daemon's control socket: finds its name in /proc/net/unix (the
+    /// daemon's pid prefix), sends argv[2] (with \\n for newlines), waits argv[3] seconds before
+    /// closing its end, prints the answer.
+    static let controlClient = #"""
+    import socket, sys, time
+    prefix = "@mamfs-control-" + sys.argv[1] + "-"
+    names = [l.split()[7] for l in open("/proc/net/unix").read().splitlines()[1:] if len(l.split()) > 7 and l.split()[7].startswith(prefix)]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + names[0][1:])
+    try:
+        s.sendall(sys.argv[2].encode().replace(b"\\n", b"\n"))
+        time.sleep(float(sys.argv[3]))
+        s.shutdown(socket.SHUT_WR)
+    except BrokenPipeError:
+        pass  # refused before the request was read: the answer is there all the same
+    print(s.recv(4096).decode().strip())
+    """#
+
+    static var otherUser: [String]? {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return nil }
+        return ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    }
+
+    @Test("the daemon's control socket serves only its own user or root: another uid gets 77, the keys stay, and a flood of refusals is one log line")
+    func controlSocketRefusesOtherUsers() throws {
+        guard let asOther = Self.otherUser else { return }
         let m = try Self.mount("complete")
         defer { m.close() }
         guard let pid = m.daemonPID else { return }
-        let client = #"""
+        let command = (asOther + ["/usr/bin/python3", "-c", Self.controlClient, String(pid), "lock\\n", "0"]).map(shellQuote).joined(separator: " ")
+        let result = try shell(command)
+        #expect(result.out == "77\tonly the mount's own user or root may lock or unlock it\n", "\(result.out) \(result.err)")
+        let flood = try shell("for i in $(seq 30); do \(command) >/dev/null; done")
+        #expect(flood.status == 0, "\(flood.err)")
+        #expect(try m.sh("cat work.txt").out == "work-secret", "nothing was locked")
+        let refusals = Self.log(m).components(separatedBy: "control request from uid 65534").count - 1
+        #expect(refusals == 1, "31 refusals, one log line a minute: \(Self.log(m))")
+    }
+
+    @Test("a socket another user bound under the daemon's name prefix is not taken for the daemon's: mamfs lock reaches the daemon")
+    func lookAlikeSocketIgnored() throws {
+        guard let asOther = Self.otherUser else { return }
+        let m = try Self.mount("complete")
+        defer { m.close() }
+        guard let pid = m.daemonPID else { return }
+        let squatter = #"""
         import socket, sys
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect("\0mamfs-control-" + sys.argv[1])
-        try:
-            s.sendall(b"lock\n"); s.shutdown(socket.SHUT_WR)
-        except BrokenPipeError:
-            pass  # refused before the request was read: the answer is there all the same
-        print(s.recv(4096).decode().strip())
+        s.bind("\0mamfs-control-" + sys.argv[1] + "-0000000000000000"); s.listen(1)
+        print("bound", flush=True)
+        s.accept()
+        print("a client came", flush=True)
         """#
-        let result = try shell("setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c \(shellQuote(client)) \(pid)")
-        #expect(result.out == "77\tonly the mount's own user or root may lock or unlock it\n", "\(result.out) \(result.err)")
-        #expect(try m.sh("cat work.txt").out == "work-secret", "nothing was locked")
-        #expect(Self.log(m).contains("control request from uid 65534"), "\(Self.log(m))")
+        let process = try BackgroundProcess(asOther[0], Array(asOther.dropFirst()) + ["/usr/bin/python3", "-c", squatter, String(pid)],
+                                            environment: testEnvironment())
+        defer { process.stop() }
+        guard process.wait(until: { $0.out.contains("bound") }) else { throw TestSupportError("squatter: \(process.err)") }
+        let result = try m.sh(#""$MAMFS" lock "$M" --state "$S"; echo "lock=$?"; cat work.txt; echo "read=$?""#)
+        #expect(result.out == "\(m.mountpoint): locked; keys withheld: \(MountedFixture.account)\nlock=0\nread=1\n", "\(result.out) \(result.err)")
+        #expect(!process.out.contains("a client came"))
+    }
+
+    @Test("a request that does not arrive whole within 2 s is answered 64, and the daemon serves the next one")
+    func slowRequestTimesOut() throws {
+        let m = try Self.mount("complete")
+        defer { m.close() }
+        guard let pid = m.daemonPID, FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
+        let slow = try shell(["/usr/bin/python3", "-c", Self.controlClient, String(pid), "lo", "3"].map(shellQuote).joined(separator: " "))
+        #expect(slow.out == "64\tthe request did not arrive within 2 s\n", "\(slow.out) \(slow.err)")
+        #expect(try m.mamfs(["lock", m.mountpoint]).status == 0)
     }
 
     @Test("a passphrase state: unlock without the passphrase or with a wrong one exits 77 and the files stay closed; the right one opens them")
@@ -230,13 +286,15 @@ struct SessionLockMountTests {
         """, "\(result.out)\n\(result.err)")
     }
 
-    @Test("lock and unlock of something that is not a mamfs mount exit 66")
+    @Test("lock and unlock of a directory that is not a mamfs mount, or of nothing, exit 66 saying which")
     func notAMount() throws {
         let dir = try TempDirectory(prefix: "mamfs-locknone")
         for verb in ["lock", "unlock"] {
             let result = try runProcess(MamfsBinary.path, [verb, dir.path], environment: testEnvironment())
             #expect(result.status == 66, "\(verb): \(result.status) \(result.err)")
-            #expect(result.err == "mamfs: \(verb): \(dir.path): not a mamfs mount\n", "\(result.err)")
+            #expect(result.err == "mamfs: \(verb): \(dir.path): not a mamfs mount (name the mount's top directory)\n", "\(result.err)")
+            let missing = try runProcess(MamfsBinary.path, [verb, dir.file("nothing")], environment: testEnvironment())
+            #expect(missing.status == 66 && missing.err == "mamfs: \(verb): \(dir.file("nothing")): no such directory\n", "\(missing.err)")
         }
     }
 }

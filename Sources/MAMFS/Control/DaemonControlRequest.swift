@@ -10,9 +10,11 @@ public enum DaemonControlRequest: String, Sendable, CaseIterable {
     /// Unlock: load the master key again and give the withheld accounts their keys back.
     case unlock
 
-    /// The abstract socket name of the daemon with `pid` (no file anywhere: it lives in the
-    /// network namespace and goes with the daemon).
-    static func socketName(daemon pid: Int32) -> String { "mamfs-control-\(pid)" }
+    /// The start of the abstract socket names of the daemon with `pid` (no file anywhere: the
+    /// name lives in the network namespace and goes with the daemon). The daemon adds 16 random
+    /// hex digits, so no other process can take its name before it binds; clients find the
+    /// name among the daemon's own sockets (`DaemonControlSocket.find`).
+    static func socketPrefix(daemon pid: Int32) -> String { "mamfs-control-\(pid)-" }
 
     /// A request is at most the verb line and a passphrase of at most 64 KiB.
     static let maximumLength = 64 * 1024 + 64

@@ -18,12 +18,17 @@ final class DaemonControlServer: @unchecked Sendable {
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
 
-    /// Binds the daemon's socket name.
-    /// - Throws: `MAMError.system` when the name is taken or sockets fail.
+    /// Binds a fresh socket name of this daemon (`DaemonControlSocket.freshName`; another is
+    /// drawn when one is taken).
+    /// - Throws: `MAMError` when sockets or the random source fail.
     init(handle: @escaping @Sendable (DaemonControlRequest, UnsafeRawBufferPointer) -> (ExitCode, String),
          log: @escaping @Sendable (String) -> Void) throws {
-        let fd = mamfs_abstract_listen(DaemonControlRequest.socketName(daemon: getpid()))
-        guard fd >= 0 else { throw MAMError.fromErrno("control socket \(DaemonControlRequest.socketName(daemon: getpid()))") }
+        var fd: Int32 = -1
+        for _ in 0..<8 {
+            fd = mamfs_abstract_listen(try DaemonControlSocket.freshName(daemon: getpid()))
+            if fd >= 0 || errno != EADDRINUSE { break }
+        }
+        guard fd >= 0 else { throw MAMError.fromErrno("control socket") }
         listener = fd
         self.handle = handle
         self.log = log
@@ -72,12 +77,13 @@ final class DaemonControlServer: @unchecked Sendable {
         var peer = mamfs_peer_credentials()
         guard mamfs_peer_credentials(client, &peer) == 0 else { return }
         guard peer.uid == 0 || peer.uid == geteuid() else {
-            log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only uid \(geteuid()) or root may lock or unlock this mount")
+            if refusals.shouldLog(uid: peer.uid, now: Self.monotonicSeconds()) {
+                log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only uid \(geteuid()) or root may lock or unlock this mount (further refusals of this uid are not logged for \(Int(RefusalLog.interval)) s)")
+            }
             reply(client, .noPerm, "only the mount's own user or root may lock or unlock it")
             return
         }
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let deadline = Self.monotonicSeconds() + Self.requestTimeout
         let capacity = DaemonControlRequest.maximumLength + 1
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
         // The passphrase passes through here: wiped before the memory is given back.
@@ -86,7 +92,18 @@ final class DaemonControlServer: @unchecked Sendable {
             buffer.deallocate()
         }
         var count = 0
+        // The whole request within `requestTimeout`: a client that trickles bytes cannot hold
+        // the only serving thread.
         while count < capacity {
+            let left = deadline - Self.monotonicSeconds()
+            guard left > 0 else {
+                reply(client, .usage, "the request did not arrive within \(Int(Self.requestTimeout)) s")
+                return
+            }
+            var poller = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, Int32(left * 1000) + 1)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { continue }
             let n = read(client, buffer.baseAddress! + count, capacity - count)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
@@ -106,8 +123,33 @@ final class DaemonControlServer: @unchecked Sendable {
         reply(client, code, message)
     }
 
+    /// Seconds a request may take to arrive whole.
+    static let requestTimeout = 2.0
+
+    private let refusals = RefusalLog()
+
+    static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
     private func reply(_ client: Int32, _ code: ExitCode, _ message: String) {
         let line = Array("\(code.rawValue)\t\(message.replacingOccurrences(of: "\n", with: " "))\n".utf8)
         _ = line.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+}
+
+/// Which refused uids were logged when: one line per uid a minute, so another user cannot fill
+/// the mount's log by connecting in a loop. Used from the serving thread only.
+final class RefusalLog: @unchecked Sendable {
+    static let interval = 60.0
+    private var lastLogged: [uid_t: Double] = [:]
+
+    func shouldLog(uid: uid_t, now: Double) -> Bool {
+        if let last = lastLogged[uid], now - last < Self.interval { return false }
+        if lastLogged.count > 1024 { lastLogged.removeAll() }
+        lastLogged[uid] = now
+        return true
     }
 }

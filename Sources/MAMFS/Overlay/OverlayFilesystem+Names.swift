@@ -115,6 +115,7 @@ extension OverlayFilesystem {
             }
             let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDWR | O_CLOEXEC)
             let header = try self.header(inode, ctime: try file.stat().st_ctim)
+            try requireNotWithheld(owner: header?.owner)
             let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try fileKey(inode, header: header),
                                                    sparseHeader: sparseHeaderSource)
             defer { if let after = content.header, after != header { inode.storeSparseHeader(after) } }

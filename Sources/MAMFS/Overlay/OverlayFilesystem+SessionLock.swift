@@ -31,17 +31,30 @@ extension OverlayFilesystem {
     /// At the mount's start: the keys of every `untilFirstUserAuth` account are withheld until
     /// the first unlock (a session that has not authenticated since the mount began).
     func withholdUntilFirstUnlock() {
-        let accounts = fileProtectionLevels().filter { $0.level == .untilFirstUserAuth }
-        withhold(accounts.map { ($0.accountId, $0.upn) }, reason: "untilFirstUserAuth: not unlocked since the mount started")
+        lockTransitions.writing {
+            let accounts = fileProtectionLevels().filter { $0.level == .untilFirstUserAuth }
+            withhold(accounts.map { ($0.accountId, $0.upn) }, reason: "untilFirstUserAuth: not unlocked since the mount started")
+        }
+    }
+
+    /// The daemon runs in an authenticated session (`how`): `untilFirstUserAuth` is satisfied
+    /// from the start.
+    func untilFirstUnlockSatisfied(by how: String) {
+        sessionLock.withLock { $0.unlockedOnce = true }
+        if fileProtectionLevels().contains(where: { $0.level == .untilFirstUserAuth }) {
+            log("untilFirstUserAuth: the mount runs in \(how), a login since boot: keys are not withheld")
+        }
     }
 
     /// The session was locked (`source` names who said so): the keys of every `complete` and
     /// `completeUnlessOpen` account leave memory. Dirty pages of their files are written back
     /// first, while the keys are still there.
     func sessionLocked(source: String) {
-        sessionLock.withLock { $0.locked = true }
-        let accounts = fileProtectionLevels().filter { $0.level.dropsKeysOnLock }
-        withhold(accounts.map { ($0.accountId, $0.upn) }, reason: "session locked (\(source))")
+        lockTransitions.writing {
+            sessionLock.withLock { $0.locked = true }
+            let accounts = fileProtectionLevels().filter { $0.level.dropsKeysOnLock }
+            withhold(accounts.map { ($0.accountId, $0.upn) }, reason: "session locked (\(source))")
+        }
     }
 
     /// The session was unlocked: the master key is loaded again (the key file; for a
@@ -52,23 +65,27 @@ extension OverlayFilesystem {
     ///   passphrase); the keys stay withheld then.
     @discardableResult
     func sessionUnlocked(source: String, passphrase: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) throws -> Set<String> {
-        let withheld = sessionLock.withLock { state -> Set<String> in
-            state.locked = false
-            state.unlockedOnce = true
-            return state.withheld
+        // One transition at a time: a lock that arrives while the master key is being derived
+        // runs after this unlock, not against a withheld set the unlock is about to clear.
+        try lockTransitions.writing {
+            let withheld = sessionLock.withLock { state -> Set<String> in
+                state.locked = false
+                state.unlockedOnce = true
+                return state.withheld
+            }
+            guard !withheld.isEmpty else { return [] }
+            do {
+                try context.restoreKeys(passphrase: passphrase)
+            } catch {
+                log("unlock (\(source)) refused, the keys stay withheld: \(error)")
+                throw error
+            }
+            sessionLock.withLock { $0.withheld.removeAll() }
+            keysWithheld.store(false, ordering: .releasing)
+            refreshState.withLock { $0.generation += 1 }
+            log("session unlocked (\(source)): the keys of \(withheld.sorted().joined(separator: ", ")) are back")
+            return withheld
         }
-        guard !withheld.isEmpty else { return [] }
-        do {
-            try context.restoreKeys(passphrase: passphrase)
-        } catch {
-            log("session unlocked (\(source)), but the keys stay withheld: \(error)")
-            throw error
-        }
-        sessionLock.withLock { $0.withheld.removeAll() }
-        keysWithheld.store(false, ordering: .releasing)
-        refreshState.withLock { $0.generation += 1 }
-        log("session unlocked (\(source)): the keys of \(withheld.sorted().joined(separator: ", ")) are back")
-        return withheld
     }
 
     /// The canonical accountIds whose keys are withheld now.
@@ -95,26 +112,30 @@ extension OverlayFilesystem {
         return context.policyEvaluator.policy(forAccountId: owner)?.fileProtectionLevel == .completeUnlessOpen
     }
 
-    /// Takes the keys of `accounts` out of memory: the kernel's cached pages of their files go
-    /// first (dirty shared pages are written back with the keys still there), then the
-    /// context's keys and the entries' cached file keys; each account gets a `KeysDropped`.
-    /// Accounts already withheld are skipped.
+    /// Takes the keys of `accounts` out of memory; each account gets a `KeysDropped`. Accounts
+    /// already withheld are skipped. Call inside `lockTransitions.writing`.
+    ///
+    /// The kernel's cached pages of their files are dropped twice: before the files are closed,
+    /// so dirty pages of shared maps are written back while the keys are still there, and after,
+    /// so a page a read brought back in between is gone too (a read in flight holds its pages
+    /// locked in the cache, and the invalidation waits for them). Then the context's keys and
+    /// the entries' cached file keys go.
     private func withhold(_ accounts: [(accountId: String, upn: String)], reason: String) {
         let already = sessionLock.withLock { $0.withheld }
         let fresh = accounts.filter { !already.contains($0.accountId) }
         guard !fresh.isEmpty else { return }
         let ids = Set(fresh.map(\.accountId))
         let regular = table.all.filter(\.isRegular)
-        for inode in regular {
-            guard case .known(let header, _, _, _) = inode.contentState else {
-                contentInvalidated?(inode.nodeid)
-                continue
-            }
-            if let owner = header?.owner, ids.contains(AccountIdentity.canonical(owner)) { contentInvalidated?(inode.nodeid) }
+        let affected = regular.filter { inode in
+            guard case .known(let header, _, _, _) = inode.contentState else { return true }
+            guard let owner = header?.owner else { return false }
+            return ids.contains(AccountIdentity.canonical(owner))
         }
+        for inode in affected { contentInvalidated?(inode.nodeid) }
         // The mount's own checks close the files even if the context could not drop its keys.
         sessionLock.withLock { $0.withheld.formUnion(ids) }
         keysWithheld.store(true, ordering: .releasing)
+        for inode in affected { contentInvalidated?(inode.nodeid) }
         do {
             try context.withholdKeys(of: ids)
         } catch {

@@ -45,6 +45,8 @@ final class OverlayFilesystem: @unchecked Sendable {
     let enforcing = Atomic<Bool>(false)
     /// The session lock's effect on the mount's keys (`OverlayFilesystem+SessionLock`).
     let sessionLock = Mutex(SessionLockState())
+    /// Held while a lock or an unlock changes `sessionLock` and the keys (one at a time).
+    let lockTransitions = ReadWriteLock()
     /// Set while any account's keys are withheld (the fast path of every content check).
     let keysWithheld = Atomic<Bool>(false)
     /// Whether any managed account's policy sets a `fileProtectionLevel` other than none.
