@@ -8,6 +8,7 @@ static const int mamfs_dbus_type_uint32 = DBUS_TYPE_UINT32;
 static const int mamfs_dbus_type_int32 = DBUS_TYPE_INT32;
 static const int mamfs_dbus_type_boolean = DBUS_TYPE_BOOLEAN;
 static const int mamfs_dbus_type_object_path = DBUS_TYPE_OBJECT_PATH;
+static const int mamfs_dbus_type_struct = DBUS_TYPE_STRUCT;
 static const int mamfs_dbus_type_array = DBUS_TYPE_ARRAY;
 static const int mamfs_dbus_type_variant = DBUS_TYPE_VARIANT;
 static const int mamfs_dbus_type_dict_entry = DBUS_TYPE_DICT_ENTRY;

@@ -87,7 +87,7 @@ public final class BusMessage: @unchecked Sendable {
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(raw, &iter)
         for argument in arguments {
-            if case .objectPath(let path) = argument, !Self.isValidObjectPath(path) {
+            if let path = Self.objectPaths(in: argument).first(where: { !Self.isValidObjectPath($0) }) {
                 throw BusError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "not a D-Bus object path: \(path)")
             }
             guard Self.append(argument, to: &iter) else {
@@ -129,8 +129,28 @@ public final class BusMessage: @unchecked Sendable {
                     && dbus_message_iter_close_container(&array, &entry) != 0
             }
             return dbus_message_iter_close_container(&iter, &array) != 0 && ok
+        case .structures(let signature, let rows):
+            var array = DBusMessageIter()
+            guard dbus_message_iter_open_container(&iter, mamfs_dbus_type_array, signature, &array) != 0 else { return false }
+            var ok = true
+            for row in rows where ok {
+                var structure = DBusMessageIter()
+                ok = dbus_message_iter_open_container(&array, mamfs_dbus_type_struct, nil, &structure) != 0
+                for field in row where ok { ok = append(field, to: &structure) }
+                ok = dbus_message_iter_close_container(&array, &structure) != 0 && ok
+            }
+            return dbus_message_iter_close_container(&iter, &array) != 0 && ok
         case .other:
             return false
+        }
+    }
+
+    /// The object paths in `value` (in structures too).
+    private static func objectPaths(in value: BusValue) -> [String] {
+        switch value {
+        case .objectPath(let path): return [path]
+        case .structures(_, let rows): return rows.flatMap { $0.flatMap(objectPaths) }
+        default: return []
         }
     }
 
@@ -195,6 +215,25 @@ public final class BusMessage: @unchecked Sendable {
                 dbus_message_iter_next(&element)
             }
             return .stringDictionary(entries)
+        case mamfs_dbus_type_array where dbus_message_iter_get_element_type(&iter) == mamfs_dbus_type_struct:
+            let signature = dbus_message_iter_get_signature(&iter)
+            let elementSignature = signature.map { String(String(cString: $0).dropFirst()) } ?? ""
+            dbus_free(signature)
+            var element = DBusMessageIter()
+            dbus_message_iter_recurse(&iter, &element)
+            var rows: [[BusValue]] = []
+            while dbus_message_iter_get_arg_type(&element) == mamfs_dbus_type_struct {
+                var field = DBusMessageIter()
+                dbus_message_iter_recurse(&element, &field)
+                var row: [BusValue] = []
+                while dbus_message_iter_get_arg_type(&field) != 0 {
+                    row.append(read(&field))
+                    dbus_message_iter_next(&field)
+                }
+                rows.append(row)
+                dbus_message_iter_next(&element)
+            }
+            return .structures(signature: elementSignature, rows)
         default:
             let signature = dbus_message_iter_get_signature(&iter)
             defer { dbus_free(signature) }

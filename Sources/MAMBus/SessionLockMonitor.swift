@@ -168,9 +168,26 @@ public final class SessionLockMonitor: @unchecked Sendable {
             }
             return path
         } catch {
-            debug("session lock: XDG_SESSION_ID is not set and logind has no session for this process (\(error)): \(unused)")
+            if let path = userSession(asking: bus) {
+                debug("session lock: XDG_SESSION_ID is not set and logind has no session for this process (\(error)); listening to the session of uid \(geteuid()): \(path)")
+                return path
+            }
+            debug("session lock: XDG_SESSION_ID is not set and logind has no session for this process or its user (\(error)): \(unused)")
             return nil
         }
+    }
+
+    /// A session of this process's user from logind's `ListSessions` (`a(susso)`: id, uid, user,
+    /// seat, path), one on a seat first: a daemon of a systemd user unit runs outside the login
+    /// session, but its user's session is the one whose lock counts.
+    private func userSession(asking bus: BusConnection) -> String? {
+        guard let call = try? BusMessage.methodCall(destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                                                    interface: "org.freedesktop.login1.Manager", member: "ListSessions", arguments: []),
+              let reply = try? bus.call(call, timeout: 2), reply.signature == "a(susso)",
+              let rows = reply.arguments.first?.structures else { return nil }
+        let mine = rows.filter { $0.count == 5 && $0[1].uint32 == geteuid() }
+        let seated = mine.first { !($0[3].string ?? "").isEmpty }
+        return (seated ?? mine.first)?[4].objectPath
     }
 
     private func listen(_ bus: BusConnection, busName: String, sources: [LockSignalSource]) -> LockSignalListener? {

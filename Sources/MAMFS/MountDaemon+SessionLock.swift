@@ -97,9 +97,15 @@ extension MountDaemon {
     ///   (empty for a key-file state).
     /// - Throws: `MountFailure`: `.noInput` when nothing mamfs is mounted there; `.unavailable`
     ///   when its daemon has no control channel, or the socket's owner is not the mount's
-    ///   daemon; the daemon's own code (`.noPerm` for a wrong passphrase or another user).
+    ///   daemon; the daemon's own code (`.noPerm` for a wrong passphrase or another user;
+    ///   `.tempFail` when it stayed busy for 5 s).
     public static func sessionLock(_ request: DaemonControlRequest, mountpoint: String,
                                    passphrase: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) throws -> String {
+        try sessionLock(request, mountpoint: mountpoint, passphrase: passphrase, retryBusy: 25)
+    }
+
+    private static func sessionLock(_ request: DaemonControlRequest, mountpoint: String, passphrase: UnsafeRawBufferPointer,
+                                    retryBusy: Int) throws -> String {
         let (path, state) = MountpointState.find(mountpoint)
         let daemons: [pid_t]
         switch state {
@@ -145,6 +151,11 @@ extension MountDaemon {
                 throw MountFailure(description: "the daemon (pid \(pid)) \(why)", exitCode: .unavailable)
             }
             let message = parts.count > 1 ? String(parts[1]) : ""
+            if code == .tempFail, retryBusy > 0 {
+                // Every answering thread is taken (slow clients): wait for one.
+                usleep(200_000)
+                return try sessionLock(request, mountpoint: mountpoint, passphrase: passphrase, retryBusy: retryBusy - 1)
+            }
             guard code == .ok else { throw MountFailure(description: message, exitCode: code) }
             return message
         }

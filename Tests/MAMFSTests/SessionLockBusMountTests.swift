@@ -67,17 +67,21 @@ struct SessionLockBusMountTests {
         #expect(log.contains("session unlocked (logind)"), "\(log)")
     }
 
-    @Test("untilFirstUserAuth in a logind session: the login was the first authentication, so the files open from the start")
-    func untilFirstUserAuthInASession() throws {
+    @Test("untilFirstUserAuth in a logind session (the daemon\'s own, or, outside one as in a systemd user unit, its user\'s): the login was the first authentication, so the files open from the start",
+          arguments: [true, false])
+    func untilFirstUserAuthInASession(ownSession: Bool) throws {
         let system = try SystemBus()
         defer { system.stop() }
-        let logind = try FakeLogind(address: system.address, sessionPath: Self.sessionPath)
+        let logind = try FakeLogind(address: system.address, sessionPath: Self.sessionPath, sessionOfPID: ownSession)
         defer { logind.stop() }
-        let m = try SessionLockMountTests.mount("untilFirstUserAuth", environment: system.environment.merging(["XDG_SESSION_ID": "1"]) { $1 })
+        let m = try SessionLockMountTests.mount("untilFirstUserAuth", environment: system.environment.merging(["XDG_SESSION_ID": ""]) { $1 })
         defer { m.close() }
         let result = try m.sh(#"printf 'at-once' > first.txt && cat first.txt"#)
         #expect(result.out == "at-once", "\(result.out) \(result.err)")
         #expect(SessionLockMountTests.log(m).contains("untilFirstUserAuth: the mount runs in logind session \(Self.sessionPath)"), "\(SessionLockMountTests.log(m))")
+        try logind.lock(sessionPath: Self.sessionPath)
+        usleep(500_000)
+        #expect(try m.sh("cat first.txt").out == "at-once", "untilFirstUserAuth: a later lock changes nothing")
     }
 
     @Test("the screensaver (org.gnome.ScreenSaver): ActiveChanged(true) locks, a forged ActiveChanged(false) is ignored, the owner's ActiveChanged(false) unlocks")

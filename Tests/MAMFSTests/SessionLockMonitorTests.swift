@@ -65,11 +65,11 @@ struct SessionLockMonitorTests {
 
     /// A test system bus with logind answering GetSessionByPID with `logindPath`, and a started
     /// monitor whose environment has XDG_SESSION_ID `sessionId` (nil: none); all stopped after `body`.
-    static func withLogind(logindPath: String = session31, sessionId: String? = "1",
+    static func withLogind(logindPath: String = session31, sessionId: String? = "1", sessionOfPID: Bool = true,
                            _ body: (SystemBus, FakeLogind, Recorder, SessionLockMonitor) throws -> Void) throws {
         let system = try SystemBus()
         defer { system.stop() }
-        let logind = try FakeLogind(address: system.address, sessionPath: logindPath)
+        let logind = try FakeLogind(address: system.address, sessionPath: logindPath, sessionOfPID: sessionOfPID)
         defer { logind.stop() }
         let recorder = Recorder()
         let monitor = recorder.monitor(system.environment.merging(sessionId.map { ["XDG_SESSION_ID": $0] } ?? [:]) { $1 })
@@ -108,6 +108,19 @@ struct SessionLockMonitorTests {
         try logind.unlock(sessionPath: path)
         recorder.wait { $0.events.count >= 2 }
         #expect(recorder.events == [.locked(source: "logind"), .unlocked(source: "logind")])
+    }
+
+    @Test("without XDG_SESSION_ID and outside any session (a systemd user unit's daemon), the session of the process's user from ListSessions is heard")
+    func logindUserSession() throws {
+        let path = "/org/freedesktop/login1/session/_391"
+        try Self.withLogind(logindPath: path, sessionId: nil, sessionOfPID: false) { _, logind, recorder, monitor in
+            #expect(monitor.sources == ["logind session \(path) on the system bus"], "\(recorder.debugLines)")
+            #expect(monitor.logindSession == path)
+            try logind.lock(sessionPath: "/org/freedesktop/login1/session/_390")
+            try logind.lock(sessionPath: path)
+            recorder.wait { !$0.events.isEmpty }
+            #expect(recorder.events == [.locked(source: "logind")], "another user's session is not ours")
+        }
     }
 
     @Test("without XDG_SESSION_ID and without logind there is no logind source, one debug line")

@@ -215,7 +215,7 @@ struct SessionLockMountTests {
         #expect(refusals == 1, "31 refusals, one log line a minute: \(Self.log(m))")
     }
 
-    @Test("a socket another user bound under the daemon's name prefix is not taken for the daemon's: mamfs lock reaches the daemon")
+    @Test("a socket another user bound under the daemon's name prefix is not taken for the daemon's, and a socket name that is not UTF-8 hides nothing: mamfs lock reaches the daemon")
     func lookAlikeSocketIgnored() throws {
         guard let asOther = Self.otherUser else { return }
         let m = try Self.mount("complete")
@@ -225,6 +225,9 @@ struct SessionLockMountTests {
         import socket, sys
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.bind("\0mamfs-control-" + sys.argv[1] + "-0000000000000000"); s.listen(1)
+        # A name that is not UTF-8 in the namespace's socket table must not hide the daemon's.
+        odd = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        odd.bind(b"\0\xff\xfe-not-utf8"); odd.listen(1)
         print("bound", flush=True)
         s.accept()
         print("a client came", flush=True)
@@ -236,6 +239,53 @@ struct SessionLockMountTests {
         let result = try m.sh(#""$MAMFS" lock "$M" --state "$S"; echo "lock=$?"; cat work.txt; echo "read=$?""#)
         #expect(result.out == "\(m.mountpoint): locked; keys withheld: \(MountedFixture.account)\nlock=0\nread=1\n", "\(result.out) \(result.err)")
         #expect(!process.out.contains("a client came"))
+    }
+
+    @Test("connections kept open without a request hold up no lock: mamfs lock is answered while they still wait for their answer")
+    func idleConnectionsDoNotBlockLocks() throws {
+        let m = try Self.mount("complete")
+        defer { m.close() }
+        guard let pid = m.daemonPID, FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
+        let script = #"""
+        import socket, subprocess, sys, os
+        pid, M, S, MAMFS = sys.argv[1], os.environ["M"], os.environ["S"], os.environ["MAMFS"]
+        prefix = "@mamfs-control-" + pid + "-"
+        name = [l.split()[7] for l in open("/proc/net/unix").read().splitlines()[1:] if len(l.split()) > 7 and l.split()[7].startswith(prefix)][0]
+        idle = []
+        for _ in range(3):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect("\0" + name[1:]); idle.append(s)
+        lock = subprocess.run([MAMFS, "lock", M, "--state", S], capture_output=True, text=True)
+        print("lock", lock.returncode)
+        for s in idle:
+            s.setblocking(False)
+            try:
+                print("idle answered", s.recv(100) != b"")
+            except BlockingIOError:
+                print("idle waiting")
+        """#
+        let result = try m.sh("python3 -c \(shellQuote(script)) \(pid)")
+        #expect(result.out == "lock 0\nidle waiting\nidle waiting\nidle waiting\n", "\(result.out) \(result.err)")
+        #expect(try m.sh("cat work.txt").status != 0)
+    }
+
+    @Test("while locked, the owner of a plain file of the account cannot be changed (it would be readable), nor a directory's; a personal file's can")
+    func ownerChangeWhileLocked() throws {
+        let m = try MountedFixture(.managed, policy: #"{"fileEncryptionRequired": false, "fileProtectionLevel": "complete"}"#)
+        defer { m.close() }
+        let result = try m.sh(#"""
+        printf 'plain-work' > w.txt && mkdir d pers && setfattr -n user.mam.owner -v '' pers && printf 'mine' > pers/p.txt
+        "$MAMFS" lock "$M" --state "$S" >/dev/null
+        setfattr -n user.mam.owner -v '' w.txt; echo "declassify=$?"
+        setfattr -n user.mam.owner -v "$OTHER" w.txt; echo "reown=$?"
+        setfattr -n user.mam.owner -v '' d; echo "directory=$?"
+        setfattr -n user.mam.owner -v "$ACCT" pers/p.txt; echo "to-withheld=$?"
+        setfattr -n user.mam.owner -v "" pers/p.txt; echo "personal=$?"
+        cat w.txt; echo "read=$?"
+        """#)
+        #expect(result.out == "declassify=1\nreown=1\ndirectory=1\nto-withheld=1\npersonal=0\nread=1\n", "\(result.out) \(result.err)")
+        #expect(try m.backingHeader("w.txt")?.owner == MountedFixture.account)
+        try m.mamfs(["unlock", m.mountpoint])
+        #expect(try m.sh("cat w.txt").out == "plain-work")
     }
 
     @Test("a request that does not arrive whole within 2 s is answered 64, and the daemon serves the next one")

@@ -18,15 +18,28 @@ public final class FakeLogind: @unchecked Sendable {
     /// its own.
     /// - Throws: `TestSupportError` when the name is taken; `BusError` when the bus cannot be
     ///   reached or refuses the name.
-    public init(address: String, sessionPath: String) throws {
+    /// - Parameter sessionOfPID: false makes `GetSessionByPID` fail as logind does for a process
+    ///   outside any session (a systemd user unit's); `ListSessions` then names `sessionPath` as
+    ///   a session of uid `sessionUID` on seat0, beside one of another user.
+    public init(address: String, sessionPath: String, sessionOfPID: Bool = true, sessionUID: UInt32 = UInt32(geteuid())) throws {
         self.sessionPath = sessionPath
         let asked = PIDList()
         self.asked = asked
         service = try BusServiceFixture(address: address, name: Self.busName) { call in
-            guard call.interface == "org.freedesktop.login1.Manager", call.member == "GetSessionByPID",
-                  call.path == "/org/freedesktop/login1", let pid = call.arguments.first?.uint32, call.signature == "u" else { return nil }
-            asked.append(pid)
-            return [.objectPath(sessionPath)]
+            guard call.interface == "org.freedesktop.login1.Manager", call.path == "/org/freedesktop/login1" else { return nil }
+            switch call.member {
+            case "GetSessionByPID" where sessionOfPID && call.signature == "u":
+                guard let pid = call.arguments.first?.uint32 else { return nil }
+                asked.append(pid)
+                return [.objectPath(sessionPath)]
+            case "ListSessions" where call.signature == "":
+                return [.structures(signature: "(susso)", [
+                    [.string("90"), .uint32(sessionUID &+ 1), .string("other"), .string("seat0"), .objectPath("/org/freedesktop/login1/session/_390")],
+                    [.string("91"), .uint32(sessionUID), .string("ann"), .string("seat0"), .objectPath(sessionPath)],
+                ])]
+            default:
+                return nil
+            }
         }
     }
 

@@ -2,6 +2,7 @@ import CSystem
 import Foundation
 import Glibc
 import MAMProtection
+import Synchronization
 
 /// The mount daemon's end of `mamfs lock|unlock MOUNTPOINT`: an abstract unix socket named
 /// after the daemon's pid, served by one thread.
@@ -61,15 +62,41 @@ final class DaemonControlServer: @unchecked Sendable {
         return stopped
     }
 
+    /// Connections answered at once; more are told the daemon is busy (75).
+    static let concurrentRequests = 4
+    private let active = NSCondition()
+    private var activeCount = 0
+
+    /// Accepts connections; each is answered on a thread of its own (at most
+    /// `concurrentRequests`), so a client that keeps its connection open without sending holds
+    /// up nobody else. Returns once stopped and every answer is done.
     private func serve() {
         while !isStopped {
             var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 200) > 0 else { continue }
             let client = mamfs_accept(listener)
             guard client >= 0 else { continue }
-            answer(client)
-            close(client)
+            active.lock()
+            let admitted = activeCount < Self.concurrentRequests
+            if admitted { activeCount += 1 }
+            active.unlock()
+            guard admitted else {
+                reply(client, .tempFail, "busy: \(Self.concurrentRequests) requests are being answered, try again")
+                close(client)
+                continue
+            }
+            Thread { [self] in
+                answer(client)
+                close(client)
+                active.lock()
+                activeCount -= 1
+                active.broadcast()
+                active.unlock()
+            }.start()
         }
+        active.lock()
+        while activeCount > 0 { active.wait() }
+        active.unlock()
     }
 
     /// Reads one request from `client` (at most 2 s), checks its user and answers it.
@@ -77,8 +104,9 @@ final class DaemonControlServer: @unchecked Sendable {
         var peer = mamfs_peer_credentials()
         guard mamfs_peer_credentials(client, &peer) == 0 else { return }
         guard peer.uid == 0 || peer.uid == geteuid() else {
-            if refusals.shouldLog(uid: peer.uid, now: Self.monotonicSeconds()) {
-                log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only uid \(geteuid()) or root may lock or unlock this mount (further refusals of this uid are not logged for \(Int(RefusalLog.interval)) s)")
+            if refusals.withLock({ $0.shouldLog(uid: peer.uid, now: Self.monotonicSeconds()) }) {
+                let allowed = geteuid() == 0 ? "root" : "uid \(geteuid()) or root"
+                log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only \(allowed) may lock or unlock this mount (further refusals of this uid are not logged for \(Int(RefusalLog.interval)) s)")
             }
             reply(client, .noPerm, "only the mount's own user or root may lock or unlock it")
             return
@@ -126,7 +154,7 @@ final class DaemonControlServer: @unchecked Sendable {
     /// Seconds a request may take to arrive whole.
     static let requestTimeout = 2.0
 
-    private let refusals = RefusalLog()
+    private let refusals = Mutex(RefusalLog())
 
     static func monotonicSeconds() -> Double {
         var now = timespec()
@@ -141,12 +169,12 @@ final class DaemonControlServer: @unchecked Sendable {
 }
 
 /// Which refused uids were logged when: one line per uid a minute, so another user cannot fill
-/// the mount's log by connecting in a loop. Used from the serving thread only.
-final class RefusalLog: @unchecked Sendable {
+/// the mount's log by connecting in a loop.
+struct RefusalLog: Sendable {
     static let interval = 60.0
     private var lastLogged: [uid_t: Double] = [:]
 
-    func shouldLog(uid: uid_t, now: Double) -> Bool {
+    mutating func shouldLog(uid: uid_t, now: Double) -> Bool {
         if let last = lastLogged[uid], now - last < Self.interval { return false }
         if lastLogged.count > 1024 { lastLogged.removeAll() }
         lastLogged[uid] = now

@@ -13,7 +13,12 @@ enum DaemonControlSocket {
     ///   user's daemon).
     static func find(daemon pid: pid_t) -> String? {
         let inodes = socketInodes(of: pid)
-        guard !inodes.isEmpty, let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return nil }
+        // Other programs' abstract names may hold any bytes: decoded leniently, as ours are ASCII.
+        guard !inodes.isEmpty else { return nil }
+        let fd = open("/proc/net/unix", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let table = String(decoding: MountDaemon.readToEnd(fd), as: UTF8.self)
+        close(fd)
         let prefix = "@" + DaemonControlRequest.socketPrefix(daemon: pid)
         for line in table.split(separator: "\n").dropFirst() {
             // Num RefCount Protocol Flags Type St Inode Path

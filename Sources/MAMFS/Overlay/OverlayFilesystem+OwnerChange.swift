@@ -33,6 +33,7 @@ extension OverlayFilesystem {
         guard Glibc.access(inode.procPath, W_OK) == 0 else { throw FilesystemError.current() }
         try checkOwnerChange(of: inode, by: caller)
         refresh(force: true)
+        try requireOwnerChangeUnlocked(inode, to: owner)
         let path = try backingPath(inode)
         if inode.isRegular {
             try inode.contentLock.writing {
@@ -49,6 +50,18 @@ extension OverlayFilesystem {
         } else {
             throw FilesystemError(code: EPERM)
         }
+    }
+
+    /// While the session lock withholds keys: EACCES for an owner change from or to a withheld
+    /// account (a plain file of one would otherwise be declassified and readable while locked),
+    /// and for any directory's (its files' owners are not known before the walk).
+    private func requireOwnerChangeUnlocked(_ inode: Inode, to owner: String) throws {
+        guard keysWithheld.load(ordering: .acquiring) else { return }
+        try requireNotWithheld(owner: owner)
+        if inode.isDirectory { throw FilesystemError(code: EACCES) }
+        guard inode.isRegular else { return }
+        let current = try inode.contentLock.reading { try header(inode, ctime: try SystemCall.stat(fd: try inode.descriptor()).st_ctim) }
+        try requireNotWithheld(owner: current?.owner)
     }
 
     /// Checks `inode` and, for a directory, everything a recursive protect rewrites below it
