@@ -78,6 +78,18 @@ struct SessionLockMonitorTests {
         try body(system, logind, recorder, monitor)
     }
 
+    /// A test system bus without logind and a started monitor with XDG_SESSION_ID=1; both
+    /// stopped after `body`.
+    static func withSystemMonitor(_ body: (SystemBus, Recorder, SessionLockMonitor) throws -> Void) throws {
+        let system = try SystemBus()
+        defer { system.stop() }
+        let recorder = Recorder()
+        let monitor = recorder.monitor(system.environment.merging(["XDG_SESSION_ID": "1"]) { $1 })
+        monitor.start()
+        defer { monitor.stop() }
+        try body(system, recorder, monitor)
+    }
+
     @Test("logind Lock then Unlock on the session of XDG_SESSION_ID=1 (/org/freedesktop/login1/session/_31) are locked, unlocked")
     func logindFromSessionId() throws {
         try Self.withLogind(logindPath: "/org/freedesktop/login1/session/other") { system, logind, recorder, monitor in
@@ -172,19 +184,15 @@ struct SessionLockMonitorTests {
 
     @Test("a Lock while nobody owns org.freedesktop.login1 is ignored; once logind is there its Unlock arrives")
     func lockWithoutOwnerIgnored() throws {
-        let system = try SystemBus()
-        defer { system.stop() }
-        let recorder = Recorder()
-        let monitor = recorder.monitor(system.environment.merging(["XDG_SESSION_ID": "1"]) { $1 })
-        monitor.start()
-        defer { monitor.stop() }
-        try Self.dbusSend(system.address, path: Self.session31, signal: "org.freedesktop.login1.Session.Lock")
-        #expect(recorder.waitForDebug("nobody owns org.freedesktop.login1"), "\(recorder.debugLines)")
-        let logind = try FakeLogind(address: system.address, sessionPath: Self.session31)
-        defer { logind.stop() }
-        try logind.unlock(sessionPath: Self.session31)
-        recorder.wait { !$0.events.isEmpty }
-        #expect(recorder.events == [.unlocked(source: "logind")])
+        try Self.withSystemMonitor { system, recorder, _ in
+            try Self.dbusSend(system.address, path: Self.session31, signal: "org.freedesktop.login1.Session.Lock")
+            #expect(recorder.waitForDebug("nobody owns org.freedesktop.login1"), "\(recorder.debugLines)")
+            let logind = try FakeLogind(address: system.address, sessionPath: Self.session31)
+            defer { logind.stop() }
+            try logind.unlock(sessionPath: Self.session31)
+            recorder.wait { !$0.events.isEmpty }
+            #expect(recorder.events == [.unlocked(source: "logind")])
+        }
     }
 
     @Test("ScreenSaver ActiveChanged true then false from the name's owner is locked, unlocked; forged or malformed ones are not",
@@ -267,17 +275,13 @@ struct SessionLockMonitorTests {
 
     @Test("a system bus that goes away is one log line and its source ends; stop still returns")
     func lostBus() throws {
-        let system = try SystemBus()
-        defer { system.stop() }
-        let recorder = Recorder()
-        let monitor = recorder.monitor(system.environment.merging(["XDG_SESSION_ID": "1"]) { $1 })
-        monitor.start()
-        defer { monitor.stop() }
-        #expect(monitor.sources.count == 1)
-        system.stop()
-        #expect(recorder.wait { !$0.logLines.isEmpty }, "no log line for the lost bus")
-        #expect(recorder.logLines.count == 1 && recorder.logLines.first?.contains("lost the system bus") == true, "\(recorder.logLines)")
-        #expect(recorder.wait { _ in monitor.sources.isEmpty })
+        try Self.withSystemMonitor { system, recorder, monitor in
+            #expect(monitor.sources.count == 1)
+            system.stop()
+            #expect(recorder.wait { !$0.logLines.isEmpty }, "no log line for the lost bus")
+            #expect(recorder.logLines.count == 1 && recorder.logLines.first?.contains("lost the system bus") == true, "\(recorder.logLines)")
+            #expect(recorder.wait { _ in monitor.sources.isEmpty })
+        }
     }
 
     @Test("session ids are escaped as sd-bus escapes object path labels")
