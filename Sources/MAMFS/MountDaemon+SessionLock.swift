@@ -29,7 +29,10 @@ extension MountDaemon {
     /// authentication since boot; a mount started outside one, by a system unit at boot, waits
     /// for an unlock). Before the mount answers, so no request is served with keys a lock
     /// should have taken.
-    static func startSessionLock(fs: OverlayFilesystem, options: MountOptions) -> SessionLockListeners {
+    /// `mountpoint`: the mount's, as the kernel lists it; `serving`: false once the session
+    /// has ended (requests are then refused as meant for another mount).
+    static func startSessionLock(fs: OverlayFilesystem, options: MountOptions, mountpoint: String,
+                                 serving: @escaping @Sendable () -> Bool) -> SessionLockListeners {
         let verbose = options.verbose
         let daemonLog = fs.daemonLog
         let monitor = SessionLockMonitor(
@@ -58,8 +61,10 @@ extension MountDaemon {
         }
         var control: DaemonControlServer?
         do {
-            let server = try DaemonControlServer(handle: { [weak fs] request, passphrase in
-                guard let fs else { return (.unavailable, "the mount is stopping") }
+            let server = try DaemonControlServer(handle: { [weak fs] request, target, passphrase in
+                guard let fs, serving(), target == mountpoint else {
+                    return (.unavailable, DaemonControlRequest.otherMount + target + " (this one served " + mountpoint + ")")
+                }
                 return answer(request, passphrase: passphrase, fs: fs)
             }, log: { daemonLog.write($0) })
             server.start()
@@ -107,6 +112,9 @@ extension MountDaemon {
     private static func sessionLock(_ request: DaemonControlRequest, mountpoint: String, passphrase: UnsafeRawBufferPointer,
                                     retryBusy: Int) throws -> String {
         let (path, state) = MountpointState.find(mountpoint)
+        guard !path.contains("\n") else {
+            throw MountFailure(description: "a mountpoint with a newline in its name cannot be locked or unlocked", exitCode: .usage)
+        }
         let daemons: [pid_t]
         switch state {
         case .notMounted:
@@ -138,7 +146,7 @@ extension MountDaemon {
             }
             var timeout = timeval(tv_sec: 30, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let line = Array("\(request.rawValue)\n".utf8)
+            let line = Array("\(request.rawValue)\n\(path)\n".utf8)
             // A daemon that refuses the caller answers without reading the request: the send
             // may then fail (EPIPE) while its answer is already there to read.
             let sent = line.withUnsafeBytes({ sendAll(fd, $0) }) && (request != .unlock || sendAll(fd, passphrase))
@@ -151,6 +159,10 @@ extension MountDaemon {
                 throw MountFailure(description: "the daemon (pid \(pid)) \(why)", exitCode: .unavailable)
             }
             let message = parts.count > 1 ? String(parts[1]) : ""
+            if code == .unavailable, message.hasPrefix(DaemonControlRequest.otherMount) {
+                lastError = "no daemon serving it answered (pid \(pid): \(message))"
+                continue
+            }
             if code == .tempFail, retryBusy > 0 {
                 // Every answering thread is taken (slow clients): wait for one.
                 usleep(200_000)

@@ -227,7 +227,8 @@ public enum MountDaemon {
             let publisher = startPublishing(fs: fs, options: options, context: context)
             defer { stopPublishing(publisher, context: context) }
             // Before `ready` too: untilFirstUserAuth keys are withheld before any request.
-            let lockListeners = startSessionLock(fs: fs, options: options)
+            let lockListeners = startSessionLock(fs: fs, options: options, mountpoint: plan.mountpoint,
+                                                 serving: { fuse_session_exited(OpaquePointer(bitPattern: sessionAddress)) == 0 })
             defer { lockListeners.stop() }
             ready(session)
             fs.start()

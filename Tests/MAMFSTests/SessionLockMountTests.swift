@@ -181,7 +181,7 @@ struct SessionLockMountTests {
     static let controlClient = #"""
     import socket, sys, time
     prefix = "@mamfs-control-" + sys.argv[1] + "-"
-    names = [l.split()[7] for l in open("/proc/net/unix").read().splitlines()[1:] if len(l.split()) > 7 and l.split()[7].startswith(prefix)]
+    names = [l.split()[7] for l in open("/proc/net/unix", errors="replace").read().splitlines()[1:] if len(l.split()) > 7 and l.split()[7].startswith(prefix)]
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect("\0" + names[0][1:])
     try:
@@ -250,7 +250,7 @@ struct SessionLockMountTests {
         import socket, subprocess, sys, os
         pid, M, S, MAMFS = sys.argv[1], os.environ["M"], os.environ["S"], os.environ["MAMFS"]
         prefix = "@mamfs-control-" + pid + "-"
-        name = [l.split()[7] for l in open("/proc/net/unix").read().splitlines()[1:] if len(l.split()) > 7 and l.split()[7].startswith(prefix)][0]
+        name = [l.split()[7] for l in open("/proc/net/unix", errors="replace").read().splitlines()[1:] if len(l.split()) > 7 and l.split()[7].startswith(prefix)][0]
         idle = []
         for _ in range(3):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect("\0" + name[1:]); idle.append(s)
@@ -274,7 +274,7 @@ struct SessionLockMountTests {
         defer { m.close() }
         let result = try m.sh(#"""
         printf 'plain-work' > w.txt && mkdir d pers && setfattr -n user.mam.owner -v '' pers && printf 'mine' > pers/p.txt
-        "$MAMFS" lock "$M" --state "$S" >/dev/null
+        "$MAMFS" lock "$M" --state "$S" >/dev/null; echo "lock=$?"
         setfattr -n user.mam.owner -v '' w.txt; echo "declassify=$?"
         setfattr -n user.mam.owner -v "$OTHER" w.txt; echo "reown=$?"
         setfattr -n user.mam.owner -v '' d; echo "directory=$?"
@@ -283,10 +283,21 @@ struct SessionLockMountTests {
         python3 -c 'import os; os.truncate("w.txt", 0)' 2>/dev/null; echo "truncate=$?"
         cat w.txt; echo "read=$?"
         """#)
-        #expect(result.out == "declassify=1\nreown=1\ndirectory=1\nto-withheld=1\npersonal=0\ntruncate=1\nread=1\n", "\(result.out) \(result.err)")
+        #expect(result.out == "lock=0\ndeclassify=1\nreown=1\ndirectory=1\nto-withheld=1\npersonal=0\ntruncate=1\nread=1\n", "\(result.out) \(result.err)")
         #expect(try m.backingHeader("w.txt")?.owner == MountedFixture.account)
         try m.mamfs(["unlock", m.mountpoint])
         #expect(try m.sh("cat w.txt").out == "plain-work")
+    }
+
+    @Test("a request naming another mountpoint is refused as not this daemon's (a daemon whose mount is gone can share its connection number with a new mount) and locks nothing")
+    func requestForAnotherMountRefused() throws {
+        let m = try Self.mount("complete")
+        defer { m.close() }
+        guard let pid = m.daemonPID, FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
+        let other = try shell(["/usr/bin/python3", "-c", Self.controlClient, String(pid), "lock\\n/elsewhere/mnt\\n", "0"].map(shellQuote).joined(separator: " "))
+        #expect(other.out == "69\tnot the daemon of /elsewhere/mnt (this one served \(m.mountpoint))\n", "\(other.out) \(other.err)")
+        let own = try shell(["/usr/bin/python3", "-c", Self.controlClient, String(pid), "lock\\n\(m.mountpoint)\\n", "0"].map(shellQuote).joined(separator: " "))
+        #expect(own.out == "0\tlocked; keys withheld: \(MountedFixture.account)\n", "\(own.out) \(own.err)")
     }
 
     @Test("a request that does not arrive whole within 2 s is answered 64, and the daemon serves the next one")

@@ -1,9 +1,13 @@
 import MAMProtection
 
 /// A request on a mount daemon's control channel (`DaemonControlServer`), as `mamfs lock` and
-/// `mamfs unlock` send it: one line with the verb, for `unlock` followed by the passphrase's
-/// bytes up to the end of the stream (none for a key-file state). The answer is one line,
-/// `CODE<TAB>MESSAGE`, CODE the decimal `ExitCode`.
+/// `mamfs unlock` send it: one line with the verb, one with the mountpoint as the kernel lists
+/// it, then, for `unlock`, the passphrase's bytes up to the end of the stream (none for a
+/// key-file state). The answer is one line, `CODE<TAB>MESSAGE`, CODE the decimal `ExitCode`.
+///
+/// The mountpoint line lets a daemon refuse a request meant for another mount: a daemon whose
+/// mount is gone may still hold a /dev/fuse descriptor with the connection number the kernel
+/// has given to a new mount, and so be found as one of the new mount's daemons.
 public enum DaemonControlRequest: String, Sendable, CaseIterable {
     /// Lock now, as a session lock would (`fileProtectionLevel` complete, completeUnlessOpen).
     case lock
@@ -16,6 +20,10 @@ public enum DaemonControlRequest: String, Sendable, CaseIterable {
     /// name among the daemon's own sockets (`DaemonControlSocket.find`).
     static func socketPrefix(daemon pid: Int32) -> String { "mamfs-control-\(pid)-" }
 
-    /// A request is at most the verb line and a passphrase of at most 64 KiB.
-    static let maximumLength = 64 * 1024 + 64
+    /// A request is at most the verb line, the mountpoint line and a passphrase of at most 64 KiB.
+    static let maximumLength = 64 * 1024 + 4096 + 64
+
+    /// The start of the message of a daemon that does not serve the mountpoint asked for: the
+    /// client goes on to the next daemon it found.
+    static let otherMount = "not the daemon of "
 }

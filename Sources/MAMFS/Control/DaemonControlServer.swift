@@ -12,7 +12,8 @@ import Synchronization
 /// (its SO_PEERCRED pid), so a process that took the name first never sees a passphrase.
 final class DaemonControlServer: @unchecked Sendable {
     private let listener: Int32
-    private let handle: @Sendable (DaemonControlRequest, UnsafeRawBufferPointer) -> (ExitCode, String)
+    /// The request, the mountpoint it names, the passphrase bytes.
+    private let handle: @Sendable (DaemonControlRequest, String, UnsafeRawBufferPointer) -> (ExitCode, String)
     private let log: @Sendable (String) -> Void
     private let stopping = NSLock()
     private var stopped = false
@@ -22,7 +23,7 @@ final class DaemonControlServer: @unchecked Sendable {
     /// Binds a fresh socket name of this daemon (`DaemonControlSocket.freshName`; another is
     /// drawn when one is taken).
     /// - Throws: `MAMError` when sockets or the random source fail.
-    init(handle: @escaping @Sendable (DaemonControlRequest, UnsafeRawBufferPointer) -> (ExitCode, String),
+    init(handle: @escaping @Sendable (DaemonControlRequest, String, UnsafeRawBufferPointer) -> (ExitCode, String),
          log: @escaping @Sendable (String) -> Void) throws {
         var fd: Int32 = -1
         for _ in 0..<8 {
@@ -147,7 +148,12 @@ final class DaemonControlServer: @unchecked Sendable {
             reply(client, .usage, "unknown request (expected: \(DaemonControlRequest.allCases.map(\.rawValue).joined(separator: ", ")))")
             return
         }
-        let (code, message) = handle(request, UnsafeRawBufferPointer(rebasing: bytes[(newline + 1)...]))
+        guard let second = bytes[(newline + 1)...].firstIndex(of: UInt8(ascii: "\n")) else {
+            reply(client, .usage, "the request names no mountpoint")
+            return
+        }
+        let mountpoint = String(decoding: bytes[(newline + 1)..<second], as: UTF8.self)
+        let (code, message) = handle(request, mountpoint, UnsafeRawBufferPointer(rebasing: bytes[(second + 1)...]))
         reply(client, code, message)
     }
 
