@@ -54,6 +54,9 @@ final class DaemonControlServer: @unchecked Sendable {
         stopped = true
         stopping.unlock()
         guard first else { return }
+        // Wakes the poll at once: the daemon holds its /dev/fuse descriptor until this returns,
+        // and a daemon that lingers with it can be taken for one of a new mount's.
+        shutdown(listener, Int32(SHUT_RDWR))
         if thread != nil { finished.wait() }
         close(listener)
     }
