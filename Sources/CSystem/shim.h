@@ -17,6 +17,7 @@ extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char
 extern int memfd_create(const char *name, unsigned int flags);
 extern int mkostemp(char *template_path, int flags);
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+extern int sched_getaffinity(pid_t pid, size_t cpusetsize, void *mask);
 
 static inline int mamfs_fallocate(int fd, int mode, long long offset, long long length) {
     return fallocate(fd, mode, (off_t)offset, (off_t)length);
@@ -33,6 +34,14 @@ static inline int mamfs_spawn_closefrom(posix_spawn_file_actions_t *actions, int
 }
 static inline int mamfs_memfd_create(const char *name) {
     return memfd_create(name, 1U /* MFD_CLOEXEC */);
+}
+/* CPUs in the calling thread's affinity mask (up to 1024), or -1 with errno. */
+static inline int mamfs_allowed_cpus(void) {
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+    if (sched_getaffinity(0, sizeof(mask), mask) != 0) return -1;
+    int count = 0;
+    for (size_t i = 0; i < sizeof(mask) / sizeof(mask[0]); i++) count += __builtin_popcountl(mask[i]);
+    return count;
 }
 static const int mamfs_FALLOC_FL_KEEP_SIZE = 0x01;
 static const int mamfs_FALLOC_FL_PUNCH_HOLE = 0x02;

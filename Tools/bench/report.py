@@ -67,22 +67,44 @@ def ratio(data, placement, metric, peer):
     return a / b
 
 
+# The FUSE peers that encrypt: "the best encrypted peer" of a workload is the best of these in
+# the same placement (ext4-fscrypt, the in-kernel limit, is reported beside them, not a target).
+ENCRYPTED_PEERS = ["gocryptfs", "securefs", "cryfs"]
+
+
+def best_peer(data, placement, metric):
+    """(peer, median) of the encrypted peer with the best median of `metric`, or None."""
+    higher = METRICS[metric][2]
+    found = [(p, med(data.get((placement, p, metric), []))) for p in ENCRYPTED_PEERS]
+    found = [(p, m) for p, m in found if m]
+    if not found:
+        return None
+    return max(found, key=lambda x: x[1]) if higher else min(found, key=lambda x: x[1])
+
+
 def targets(data, results):
     """(placement, description, value, met) for every performance target."""
     rows = []
     for placement in results["placements"]:
-        def check(desc, metric, peer, limit, higher):
-            r = ratio(data, placement, metric, peer)
+        def against_best(desc, metric, limit):
+            label, _, higher = METRICS[metric]
+            mine, best = med(data.get((placement, SUBJECT, metric), [])), best_peer(data, placement, metric)
+            if mine is None or best is None:
+                return
+            r = mine / best[1]
+            rows.append((placement, f"{desc} the best encrypted peer ({best[0]})", f"{r:.2f}x",
+                         r >= limit if higher else r <= limit))
+        for metric in ("small_extract_s", "small_ls_s", "small_cat_s", "small_rm_s"):
+            against_best(f"{METRICS[metric][0][len('2 small files: '):]} time <= 0.9x", metric, 0.9)
+        against_best("randread IOPS >= 1.1x", "fio_randread_iops", 1.1)
+        against_best("randwrite IOPS >= 1.1x", "fio_randwrite_iops", 1.1)
+        against_best("dd bs=512 MB/s >= 1.0x", "smallw_MBps", 1.0)
+        against_best("seq write >= 1.25x", "seq_write_MBps", 1.25)
+        against_best("seq read >= 1.25x", "seq_read_MBps", 1.25)
+        if placement == "same":
+            r = ratio(data, placement, "seq_read_MBps", "raw")
             if r is not None:
-                rows.append((placement, desc, f"{r:.2f}x", r >= limit if higher else r <= limit))
-        check("seq write >= 1.25x gocryptfs", "seq_write_MBps", "gocryptfs", 1.25, True)
-        check("seq read >= 1.25x gocryptfs", "seq_read_MBps", "gocryptfs", 1.25, True)
-        check("seq write >= 0.7x bindfs", "seq_write_MBps", "bindfs", 0.7, True)
-        check("seq read >= 0.7x bindfs", "seq_read_MBps", "bindfs", 0.7, True)
-        check("tar x time <= 0.8x gocryptfs", "small_extract_s", "gocryptfs", 0.8, False)
-        check("rm -rf time <= 0.8x gocryptfs", "small_rm_s", "gocryptfs", 0.8, False)
-        check("randread IOPS >= gocryptfs", "fio_randread_iops", "gocryptfs", 1.0, True)
-        check("randwrite IOPS >= gocryptfs", "fio_randwrite_iops", "gocryptfs", 1.0, True)
+                rows.append((placement, "seq read >= 0.85x raw", f"{r:.2f}x", r >= 0.85))
         for mount in (SUBJECT, "mamfs-plain"):
             hwm = [d["hwm_kib"] / 1024 for d in results["daemon"] if d["placement"] == placement and d["mount"] == mount]
             rss = [d["rss_kib"] / 1024 for d in results["daemon"] if d["placement"] == placement and d["mount"] == mount]
@@ -92,19 +114,17 @@ def targets(data, results):
                 growth = rss[-1] - rss[0]
                 rows.append((placement, f"{mount} no RSS growth across rounds (round 1 -> {len(rss)}, VmRSS)",
                              f"{rss[0]:.1f} -> {rss[-1]:.1f} MiB", growth <= max(2.0, 0.1 * rss[0])))
-    cli = results.get("cli", [])
+    cli = [c for c in results.get("cli", []) if "copy_MBps" in c]
     if cli:
-        gcm = med([c["openssl_gcm16k_MBps"] for c in cli])
+        copy = med([c["copy_MBps"] for c in cli])
         for op in ("encrypt", "decrypt"):
-            for kind, key in (("wall clock", f"cli_{op}_MBps"), ("CPU time (user+sys)", f"cli_{op}_cpu_MBps"),
-                              ("user CPU time, as openssl speed counts", f"cli_{op}_user_MBps")):
-                r = med([c[key] for c in cli]) / gcm
-                rows.append(("cpu 0", f"CLI {op} >= 80% of openssl GCM 16 KiB, {kind}", f"{100 * r:.0f}%", r >= 0.8))
-        copies = [c["copy_MBps"] for c in cli if "copy_MBps" in c]
-        if copies:
-            r = med(copies) / gcm
-            rows.append(("cpu 0", "(reference) cp of the same file, no cipher, vs openssl GCM 16 KiB, wall clock",
-                         f"{100 * r:.0f}%", r >= 0.8))
+            r = med([c[f"cli_{op}_MBps"] for c in cli]) / copy
+            rows.append(("cli", f"CLI {op} wall clock >= 0.8x cp of the same file", f"{r:.2f}x", r >= 0.8))
+            for block in ("16k", "4k"):
+                # User CPU seconds of mamfs / of openssl speed for the same bytes: within 1.25x.
+                r = med([c[f"openssl_gcm{block}_MBps"] for c in cli]) / med([c[f"cli_{op}_user_MBps"] for c in cli])
+                size = "16 KiB" if block == "16k" else "4 KiB (the format's block)"
+                rows.append(("cli", f"CLI {op} user CPU <= 1.25x openssl speed GCM {size}", f"{r:.2f}x", r <= 1.25))
     return rows
 
 
@@ -131,7 +151,7 @@ def baseline_section(results, data):
     if cli and base:
         for label, key in (("CLI encrypt, wall MB/s", "cli_encrypt_MBps"), ("CLI decrypt, wall MB/s", "cli_decrypt_MBps")):
             a, b = med([c[key] for c in cli]), med([c[key] for c in base])
-            out.append(f"| {label} | {a / b:.2f} (cpu 0) |" + " |" * (len(columns) - 1))
+            out.append(f"| {label} | {a / b:.2f} (cli) |" + " |" * (len(columns) - 1))
     out.append("")
     return out
 
@@ -235,7 +255,7 @@ def write_report(results, data, path):
         out.append("")
     cli = results.get("cli", [])
     if cli:
-        out.append("## CLI and crypto limit (CPU 0, file on /dev/shm)\n")
+        out.append("## CLI and crypto limit (file on /dev/shm; openssl speed on CPU 0)\n")
         out.append("| measure | MB/s wall | MB/s of CPU time (user+sys) | MB/s of user time |")
         out.append("|---|---|---|---|")
         for label, key in (("mamfs encrypt", "cli_encrypt"), ("mamfs decrypt", "cli_decrypt"),
@@ -311,7 +331,7 @@ def write_chart(results, data, path):
                 continue
             ax.barh(names, meds, xerr=[lo, hi], color="#c44e52")
             ax.invert_yaxis()
-            ax.set_title("5 CLI, 256 MiB on /dev/shm, CPU 0 [MB/s, higher is better]", fontsize=8)
+            ax.set_title("5 CLI, 256 MiB on /dev/shm; openssl speed on CPU 0 [MB/s, higher is better]", fontsize=8)
             ax.tick_params(labelsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

@@ -229,22 +229,11 @@ public struct FileProtectionManager: Sendable {
         try copyPlaintext(from: source, to: try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey))
     }
 
-    /// Writes the header of `destination` (if it has one) and every plaintext byte of `source` into it.
+    /// Writes the header of `destination` (a new, empty file no one sees yet) and every
+    /// plaintext byte of `source` into it, on as many threads as `PlaintextCopy` picks.
     private func copyPlaintext(from source: ProtectedFileContent, to destination: ProtectedFileContent) throws {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
-        defer {
-            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
-            buffer.deallocate()
-        }
-        try destination.writeHeaderIfMissing()
         let size = try source.plaintextSize()
-        var offset: Int64 = 0
-        while offset < size {
-            let n = try source.read(into: buffer, at: offset)
-            if n == 0 { break }
-            try destination.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset)
-            offset += Int64(n)
-        }
+        try PlaintextCopy(source: source, destination: destination).run(size: size, workers: PlaintextCopy.workers(for: size))
     }
 
     // MARK: Rewriting
