@@ -35,9 +35,14 @@ enum FileIO {
 
     /// Size of the open file in bytes.
     static func size(_ fd: Int32) throws -> Int64 {
-        var st = stat()
+        Int64(try stat(fd).st_size)
+    }
+
+    /// fstat(2) of the open file.
+    static func stat(_ fd: Int32) throws -> Glibc.stat {
+        var st = Glibc.stat()
         guard fstat(fd, &st) == 0 else { throw MAMError.fromErrno("stat") }
-        return Int64(st.st_size)
+        return st
     }
 
     /// Reserves backing space for `length` bytes at `offset` without changing the file size,

@@ -11,10 +11,11 @@ extension ProtectedFileContent {
     /// Reserves `length` backing bytes at backing `offset` (inside the file or past its end)
     /// without changing the size; on failure the backing file holds no more blocks past its
     /// end than before (and none reserved earlier past it either).
+    /// `sizeBefore`: the backing size now, when the caller has just read it (one fstat less).
     /// - Throws: `MAMError.system(errno: ENOSPC)` (or another errno) when the space is not there.
-    func reserveSpace(offset: Int64, length: Int64) throws {
+    func reserveSpace(offset: Int64, length: Int64, sizeBefore knownSize: Int64? = nil) throws {
         guard length > 0 else { return }
-        let sizeBefore = try FileIO.size(fd)
+        let sizeBefore = try knownSize ?? FileIO.size(fd)
         do {
             try FileIO.reserve(fd, offset: offset, length: length)
         } catch {

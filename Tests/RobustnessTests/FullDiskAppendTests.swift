@@ -1,0 +1,103 @@
+import Foundation
+import Glibc
+import Testing
+import MAMProtection
+import MAMTestSupport
+
+/// Small appends to an encrypted file skip the space reservation when their bytes land in the
+/// filesystem block that already holds the file's last byte. On a full disk that must still
+/// mean: an append that needs no new block succeeds, one that needs a block is ENOSPC with the
+/// file unchanged, and a file whose last block is a hole is never written into without a
+/// reservation.
+@Suite("Full disk: appends inside and past the last block")
+struct FullDiskAppendTests {
+    static let owner = "8c7f3e1a-0000-4000-8000-000000000001"
+
+    /// An encrypted file on a 1 MiB tmpfs that is then filled up; the body gets `setUp`.
+    private func withFullDisk(sparse: Bool = false, _ setUp: (ProtectedFileContent) throws -> Void,
+                              _ check: (ProtectedFileContent, String) throws -> Void) throws {
+        let disk = try SmallTmpfs(size: "1m")
+        defer { disk.close() }
+        let path = disk.path + "/f"
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let key = try SymmetricKey.random()
+        let header = try ProtectedFileHeader(owner: Self.owner, keyId: 1, fileId: (0..<16).map { _ in UInt8.random(in: 0...255) },
+                                             fileKey: key, accountKey: try SymmetricKey.random(), sparse: sparse)
+        let content = try ProtectedFileContent(fd: fd, header: header, fileKey: key)
+        try setUp(content)
+        // Fill the rest of the disk.
+        let filler = open(disk.path + "/filler", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(filler >= 0)
+        let chunk = [UInt8](repeating: 0x5a, count: 4096)
+        while chunk.withUnsafeBytes({ Glibc.write(filler, $0.baseAddress, $0.count) }) > 0 {}
+        #expect(errno == ENOSPC)
+        close(filler)
+        try check(content, path)
+    }
+
+    private func bytes(_ content: ProtectedFileContent) throws -> [UInt8] {
+        let size = Int(try content.plaintextSize())
+        var out = [UInt8](repeating: 0, count: size)
+        let n = try out.withUnsafeMutableBytes { try content.read(into: $0, at: 0) }
+        return Array(out[0..<n])
+    }
+
+    private func write(_ content: ProtectedFileContent, _ data: [UInt8], at offset: Int64) throws {
+        try data.withUnsafeBytes { try content.write($0, at: offset) }
+    }
+
+    private func storedSize(_ path: String) -> Int64 {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int64(st.st_size) : -1
+    }
+
+    @Test("an append inside the last block succeeds on a full disk; one needing a new block is ENOSPC and changes nothing")
+    func appendsOnAFullDisk() throws {
+        let first = [UInt8](repeating: 1, count: 1000)
+        try withFullDisk({ try write($0, first, at: 0) }) { content, path in
+            let small = [UInt8](repeating: 2, count: 100)
+            try write(content, small, at: 1000)
+            #expect(try bytes(content) == first + small)
+            let before = storedSize(path)
+            do {
+                try write(content, [UInt8](repeating: 3, count: 8192), at: 1100)
+                Issue.record("an append needing new blocks succeeded on a full disk")
+            } catch MAMError.system(_, let code) {
+                #expect(code == ENOSPC)
+            }
+            #expect(storedSize(path) == before)
+            #expect(try bytes(content) == first + small)
+        }
+    }
+
+    @Test("a file whose last block is a hole gets a reservation before an append into that block: ENOSPC, nothing changed",
+          arguments: [false, true])
+    func appendIntoATailHole(sparse: Bool) throws {
+        let first = [UInt8](repeating: 7, count: 4096)
+        let grown: Int64 = 4 * 4096 + 3000
+        try withFullDisk(sparse: sparse, { content in
+            try write(content, first, at: 0)
+            // Sparse: blocks 1-4 become holes (the last one partial); otherwise encrypted zeros.
+            try content.truncate(to: grown)
+        }) { content, path in
+            let before = try bytes(content)
+            #expect(before == first + [UInt8](repeating: 0, count: Int(grown) - 4096))
+            let storedBefore = storedSize(path)
+            let tailIsData = lseek(content.fd, off_t(storedBefore - 1), 3 /* SEEK_DATA */) == off_t(storedBefore - 1)
+            #expect(tailIsData == !sparse)
+            let appended = [UInt8](repeating: 9, count: 500)
+            do {
+                try write(content, appended, at: grown)
+                #expect(!sparse, "an append into a hole succeeded on a full disk")
+                #expect(try bytes(content) == before + appended)
+            } catch MAMError.system(_, let code) {
+                #expect(sparse, "an append into an allocated block failed: \(code)")
+                #expect(code == ENOSPC)
+                #expect(storedSize(path) == storedBefore)
+                #expect(try bytes(content) == before)
+            }
+        }
+    }
+}
