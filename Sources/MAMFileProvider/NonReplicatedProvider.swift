@@ -106,17 +106,17 @@ public final class NonReplicatedProvider: Sendable {
     /// `stillWanted()` holds just before the rename (`noReplace`: never over an existing file).
     private func installProvidedCopy(plain: PlainBuffer, item: RemoteItem, at relative: String, in tree: ConfinedDirectory,
                                      noReplace: Bool = false, stillWanted: () -> Bool = { true }) throws {
-        let provided = try layout.makeTemporaryFile(name: item.filename)
-        try ProviderRules.writeProvidedCopy(plain: plain, owner: binding.accountId,
-                                            destination: provided.path, context: binding.context)
-        let opened = try FileSystem.openFile(provided.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        let fd = opened.rawValue
-        fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw MAMError.fromErrno("stat \(provided.path)") }
-        let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
-                                             size: item.size, isPlaceholder: false, stamp: LocalStamp(st))
-        try attributes.write(fd: fd)
+        let provided = try layout.makeTemporaryFile(name: item.filename) { fd in
+            try ProviderRules.writeProvidedCopy(plain: plain, owner: binding.accountId, into: fd, context: binding.context)
+            fchmod(fd, mode_t(item.mode ?? 0o644) & 0o777)
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { throw MAMError.fromErrno("stat the provided copy of \(relative)") }
+            let attributes = LocalItemAttributes(identifier: item.identifier, contentVersion: item.version.contentVersion,
+                                                 size: item.size, isPlaceholder: false, stamp: LocalStamp(st))
+            try attributes.write(fd: fd)
+            // One file on its own (an open waits for it): durable before it replaces the placeholder.
+            guard fsync(fd) == 0 else { throw MAMError.fromErrno("fsync the provided copy of \(relative)") }
+        }
         remember(item, relative: relative)
         guard stillWanted() else {
             throw MAMError.system("\(relative) changed while it was being provided", errno: EAGAIN)

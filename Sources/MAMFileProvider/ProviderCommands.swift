@@ -194,10 +194,12 @@ enum ReplicatedImport {
         guard tree.lstat(relative) == nil else { throw MAMError.cannotCreateOutput("\(target) already exists") }
         let (copy, _) = try ProviderRules.plainCopyForUpload(localPath: sourcePath, receiver: provider.domain.accountId,
                                                              layout: layout, context: provider.domain.context)
-        let provided = try layout.makeTemporaryFile(name: name)
-        try ProviderRules.writeProvidedCopy(plain: copy, owner: provider.domain.accountId,
-                                            destination: provided.path, context: provider.domain.context)
-        chmod(provided.path, 0o644)
+        let provided = try layout.makeTemporaryFile(name: name) { fd in
+            try ProviderRules.writeProvidedCopy(plain: copy, owner: provider.domain.accountId, into: fd,
+                                                context: provider.domain.context)
+            fchmod(fd, 0o644)
+            guard fsync(fd) == 0 else { throw MAMError.fromErrno("fsync the provided copy of \(relative)") }
+        }
         try provided.move(to: relative, in: tree, noReplace: true)
         let report = provider.syncOnce()
         if let issue = report.errors.first(where: { $0.path == relative || $0.path.isEmpty }) {

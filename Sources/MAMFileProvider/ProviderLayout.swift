@@ -75,6 +75,23 @@ public struct ProviderLayout: Sendable {
         return TemporaryFile(path: path, relative: session.relative + "/" + PathName.lastComponent(of: path))
     }
 
+    /// `makeTemporaryFile`, with `body` run on the new file's descriptor (open read-write,
+    /// closed when `body` returns; nothing synced). When `body` throws, the file is removed.
+    /// - Throws: `.cannotCreateOutput`; what `body` throws.
+    func makeTemporaryFile(name: String, writing body: (Int32) throws -> Void) throws -> TemporaryFile {
+        let session = try ProviderTemporaryArea.session(for: self)
+        let created: NamedTemporaryFile
+        do {
+            created = try MAMSystem.TemporaryFile.createNamed(template: FileSystem.temporaryTemplate(in: session.path, name: name))
+        } catch {
+            throw MAMError.cannotCreateOutput("temp file in \(session.path): \(error)")
+        }
+        let temp = TemporaryFile(path: created.path, relative: session.relative + "/" + PathName.lastComponent(of: created.path))
+        let file = FileDescriptor(adopting: created.take())
+        try body(file.rawValue)
+        return temp
+    }
+
     /// The path of a local item relative to the root ("" for the root itself), nil when `path`
     /// is outside the root.
     func relativePath(of path: String) -> String? {
@@ -117,14 +134,35 @@ final class TemporaryFile {
     /// Renames the file to `target` (relative to `root`, same filesystem), atomically
     /// replacing what is there (or, with `noReplace`, failing with EEXIST), without following
     /// any symlink, and fsyncs the target's directory. After this the file is no longer
-    /// removed on release.
+    /// removed on release. The caller has made the file's contents durable first (fsync).
     /// - Throws: `.system` with the rename errno; the temp file is still owned then.
     func move(to target: String, in root: ConfinedDirectory, noReplace: Bool = false) throws {
+        try place(at: target, in: root, noReplace: noReplace)
+        root.syncDirectory(PathName.parent(of: target))
+    }
+
+    /// The rename of `move` without the directory fsync: for a caller that makes a whole batch
+    /// of renames durable at once (`ProvidedCopyBatch`).
+    /// - Throws: `.system` with the rename errno; the temp file is still owned then.
+    func place(at target: String, in root: ConfinedDirectory, noReplace: Bool = false) throws {
         guard root.rename(relative, target, flags: noReplace ? SystemConstants.renameNoReplace : 0) == 0 else {
             throw MAMError.fromErrno(noReplace ? "create \(target)" : "rename to \(target)")
         }
         owned = false
-        root.syncDirectory(PathName.parent(of: target))
+    }
+
+    /// `place` with the directories already open: `source` is this file's directory (in the
+    /// temp area), `directory` the target's (both O_PATH descriptors below the same root), so a
+    /// batch of renames between the same directories opens each once.
+    /// - Throws: `.system` with the rename errno; the temp file is still owned then.
+    func place(fromDirectory source: Int32, toDirectory directory: Int32, name: String, noReplace: Bool) throws {
+        do {
+            try SystemCall.rename(from: source, PathName.lastComponent(of: relative), to: directory, name,
+                                  flags: noReplace ? SystemConstants.renameNoReplace : 0)
+        } catch {
+            throw MAMError.system(noReplace ? "create \(name)" : "rename to \(name)", errno: error.rawValue)
+        }
+        owned = false
     }
 
     deinit {

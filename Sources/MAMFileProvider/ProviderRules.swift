@@ -27,33 +27,33 @@ public enum ProviderRules {
     }
 
     /// Makes the local copy of an item from its plain remote bytes: encrypted for `owner` when
-    /// `shouldEncryptProvidedCopy` says so (`encryptFile(path:forAccountId:output:)`), else
-    /// tagged plain with `owner` (header + the bytes unchanged). The plain download is only
-    /// read; the remote is never touched.
+    /// `shouldEncryptProvidedCopy` says so (`ProvidedCopyEncryption`, the bytes
+    /// `encryptFile(path:forAccountId:output:)` writes), else tagged plain with `owner` (header +
+    /// the bytes unchanged). The plain download is only read; the remote is never touched.
     ///
     /// - Parameters:
     ///   - plain: the downloaded plain bytes, in memory (never on the local disk).
     ///   - owner: canonical accountId ("" = unmanaged).
-    ///   - destination: an existing temp file in the local root's filesystem; replaced by the
-    ///     provided copy (mode 0600; the caller sets the final mode and renames it into place).
-    ///     Encrypted as it is written when the policy encrypts, so no plaintext reaches it.
+    ///   - output: an open read-write descriptor of an empty temp file in the local root's
+    ///     filesystem (0600), written from offset 0. Encrypted as it is written when the policy
+    ///     encrypts, so no plaintext reaches it. Not synced: the caller makes it durable (fsync,
+    ///     or a batch's syncfs: `ProvidedCopyBatch`) before renaming it into place, and sets the
+    ///     final mode.
     /// - Throws: `.keyUnavailable` when the owner was wiped (nothing is handed out for it any
-    ///   more); what `encryptFile` throws; `.system` on I/O errors.
-    static func writeProvidedCopy(plain: PlainBuffer, owner: String, destination: String, context: ProtectionContext) throws {
+    ///   more); what `ProvidedCopyEncryption.encrypt` throws; `.system` on I/O errors. `output`
+    ///   may then hold a partial copy, which the caller removes.
+    static func writeProvidedCopy(plain: PlainBuffer, owner: String, into output: Int32, context: ProtectionContext) throws {
         if context.isWiped(owner: owner) {
             throw MAMError.keyUnavailable("account \(owner) was wiped; its provider items are not provided any more")
         }
         if shouldEncryptProvidedCopy(owner: owner, context: context) {
-            try context.files.encryptFile(path: plain.path, forAccountId: owner, output: destination)
+            try ProvidedCopyEncryption.encrypt(plain, forAccountId: owner, into: output, context: context)
             return
         }
         let header = try ProtectedFileHeader(plainOwner: owner).encoded()
-        let outFile = try FileSystem.openFile(destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
-        let out = outFile.rawValue
-        let written = header.withUnsafeBytes { pwrite(out, $0.baseAddress, $0.count, 0) }
-        guard written == header.count else { throw MAMError.fromErrno("write header of \(destination)") }
-        try FileSystem.copyBytes(from: plain.fd, to: out, at: Int64(header.count))
-        guard fsync(out) == 0 else { throw MAMError.fromErrno("fsync \(destination)") }
+        let written = header.withUnsafeBytes { pwrite(output, $0.baseAddress, $0.count, 0) }
+        guard written == header.count else { throw MAMError.fromErrno("write the header of a provided copy") }
+        try FileSystem.copyBytes(from: plain.fd, to: output, at: Int64(header.count))
     }
 
     // MARK: Rule: canReceiveSharedFile before upload

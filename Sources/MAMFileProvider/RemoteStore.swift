@@ -207,6 +207,12 @@ public protocol RemoteStore: Sendable {
     ///   was read, `.failed` for a directory or I/O errors.
     func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem
 
+    /// Says that the contents of these file items will be read soon, in this order
+    /// (`readContents`), so a store can start fetching them now (a local directory asks the
+    /// kernel to read them ahead). A hint: nothing is returned or thrown; a store that cannot
+    /// use it does nothing (the default).
+    func prefetchContents(of identifiers: [ItemIdentifier])
+
     /// Creates `name` in `parent`.
     /// - Returns: the new item.
     /// - Throws: `.conflict` when the name is taken, `.notFound(parent)`, `.readOnly`, `.unreachable`.
@@ -232,35 +238,75 @@ public protocol RemoteStore: Sendable {
 }
 
 extension RemoteStore {
-    /// Every item below `container` (not `container` itself), parents before children.
+    /// Does nothing: a store reads each file when asked.
+    public func prefetchContents(of identifiers: [ItemIdentifier]) {}
+
+    /// Every item below `container` (not `container` itself), parents before children: a
+    /// level of the tree at a time, the directories of a level listed side by side (a cold
+    /// disk or a remote server answers several listings at once faster than one after the
+    /// other), each directory's children by name.
     ///
     /// The tree is read one directory at a time, so it can change in between: a directory
     /// that a listing showed and that is gone when it is read itself (moved or deleted on the
     /// remote meanwhile) would look empty, and a pass would take its children for deleted. The
     /// walk then starts again, at most `attempts` times in all.
-    /// - Throws: what `enumerate(container:)` throws; `.unreachable` when the tree changed
-    ///   under every attempt (retry later: nothing may be concluded from a torn listing).
+    /// - Throws: what `enumerate(container:)` throws (for the first directory of a level that
+    ///   failed); `.unreachable` when the tree changed under every attempt (retry later:
+    ///   nothing may be concluded from a torn listing).
     public func enumerateTree(from container: ItemIdentifier = .rootContainer, attempts: Int = 3) throws -> [RemoteItem] {
         var vanished: ItemIdentifier?
         for _ in 0..<max(1, attempts) {
             var result: [RemoteItem] = []
-            var pending = [container]
+            var level = [container]
             vanished = nil
-            while let next = pending.popLast() {
-                let children: [RemoteItem]
-                do {
-                    children = try enumerate(container: next)
-                } catch RemoteError.notFound(let id) where id != container {
-                    vanished = id
-                    break
+            walk: while !level.isEmpty {
+                var next: [ItemIdentifier] = []
+                for listing in enumerateSideBySide(level) {
+                    let children: [RemoteItem]
+                    switch listing {
+                    case .success(let items):
+                        children = items
+                    case .failure(RemoteError.notFound(let id)) where id != container:
+                        vanished = id
+                        break walk
+                    case .failure(let error):
+                        throw error
+                    }
+                    for child in children.sorted(by: { $0.filename < $1.filename }) {
+                        result.append(child)
+                        if child.type == .directory { next.append(child.identifier) }
+                    }
                 }
-                for child in children.sorted(by: { $0.filename < $1.filename }) {
-                    result.append(child)
-                    if child.type == .directory { pending.append(child.identifier) }
-                }
+                level = next
             }
             if vanished == nil { return result }
         }
         throw RemoteError.unreachable("\(location): '\(vanished?.rawValue ?? "")' moved or vanished while the tree was listed, \(attempts) times")
     }
+
+    /// `enumerate(container:)` of each of `containers`, several at once, in their order.
+    private func enumerateSideBySide(_ containers: [ItemIdentifier]) -> [Result<[RemoteItem], any Error>] {
+        if containers.count == 1 { return [Result { try enumerate(container: containers[0]) }] }
+        let listings = ListingSlots(count: containers.count)
+        DispatchQueue.concurrentPerform(iterations: containers.count) { index in
+            listings.set(index, Result { try enumerate(container: containers[index]) })
+        }
+        return listings.all
+    }
+}
+
+/// The results of listings made side by side, one slot each.
+private final class ListingSlots: @unchecked Sendable {
+    private let lock = NSLock()
+    private var slots: [Result<[RemoteItem], any Error>]
+
+    init(count: Int) {
+        slots = Array(repeating: .success([]), count: count)
+    }
+
+    func set(_ index: Int, _ result: Result<[RemoteItem], any Error>) {
+        lock.withLock { slots[index] = result }
+    }
+
+    var all: [Result<[RemoteItem], any Error>] { lock.withLock { slots } }
 }

@@ -9,10 +9,10 @@ import MAMProtection
 /// One `syncOnce` is one pass in both directions (see `ReplicatedSyncPass` for the order and
 /// the decision table). Remote contents enter the replica through `fetchContents` (the
 /// provided copy, encrypted for the domain's account when its policy says so, moved in
-/// atomically); local contents leave through `createItem`/`modifyItem` (plain copy after the
-/// receive check). Local renames and moves are metadata changes (`RemoteStore.move`), found by
-/// inode, never re-uploads. When both sides changed, both are kept. Every item belongs to the
-/// domain's account.
+/// atomically and made durable a batch at a time: `ProvidedCopyBatch`); local contents leave
+/// through `createItem`/`modifyItem` (plain copy after the receive check). Local renames and
+/// moves are metadata changes (`RemoteStore.move`), found by inode, never re-uploads. When both
+/// sides changed, both are kept. Every item belongs to the domain's account.
 ///
 /// Safety: a pass whose remote listing fails changes nothing locally; a remote that turns
 /// unreachable mid-pass stops the pass (what was done stays done and recorded, the rest is
@@ -26,6 +26,10 @@ public final class ReplicatedProvider: Sendable {
     private let passLock = NSLock()
     /// Held by a pass while it reads the local tree and by `renamingLocally`.
     private let scanLock = NSLock()
+    /// How many fetched items a pass makes durable at once (`ProvidedCopyBatch`).
+    let batchLimits: ProvidedCopyBatch<ReplicatedSyncPass.Placement>.Limits
+    /// The passes' syncfs calls (counted).
+    let durability: ReplicaSync
 
     /// The domain (remote + account).
     public var domain: FileProviderDomain { binding.domain }
@@ -37,6 +41,16 @@ public final class ReplicatedProvider: Sendable {
     ///   `.cannotCreateOutput`.
     public init(replicaRoot: String, domain: FileProviderDomain) throws {
         binding = try ProviderBinding(localRoot: replicaRoot, domain: domain, kind: .replicated)
+        batchLimits = .standard
+        durability = ReplicaSync()
+    }
+
+    /// `init(replicaRoot:domain:)` with other batch limits or another `ReplicaSync` (tests).
+    init(replicaRoot: String, domain: FileProviderDomain,
+         batchLimits: ProvidedCopyBatch<ReplicatedSyncPass.Placement>.Limits, durability: ReplicaSync = ReplicaSync()) throws {
+        binding = try ProviderBinding(localRoot: replicaRoot, domain: domain, kind: .replicated)
+        self.batchLimits = batchLimits
+        self.durability = durability
     }
 
     /// Runs one sync pass: remote changes into the replica, local changes to the remote.
@@ -48,7 +62,8 @@ public final class ReplicatedProvider: Sendable {
     public func syncOnce(progress: ((SyncProgress) -> Void)? = nil) -> SyncReport {
         exclusively {
             do {
-                return try ReplicatedSyncPass(binding: binding, scanLock: scanLock, progress: progress).run()
+                return try ReplicatedSyncPass(binding: binding, scanLock: scanLock, batchLimits: batchLimits,
+                                              durability: durability, progress: progress).run()
             } catch {
                 var report = SyncReport()
                 report.errors.append(SyncIssue(path: "", error: error))

@@ -74,6 +74,15 @@ public enum SystemCall {
         guard rc == 0 else { throw Errno.current }
     }
 
+    /// syncfs(2): writes back everything dirty of the filesystem holding `fd` (data, inodes,
+    /// directory entries, the journal) and waits for it; one call in place of an fsync per file
+    /// and directory. `fd` must be opened for reading or writing (an O_PATH descriptor is EBADF).
+    /// - Throws: the call's `Errno`: EIO, ENOSPC, EDQUOT when writeback failed since `fd` was
+    ///   opened (reported from Linux 5.8 on), EBADF.
+    public static func syncFilesystem(fd: Int32) throws(Errno) {
+        guard syncfs(fd) == 0 else { throw Errno.current }
+    }
+
     /// close_range(2): closes descriptors `first...last` (Linux 5.9+; ENOSYS before).
     public static func closeRange(_ first: UInt32, _ last: UInt32, flags: UInt32 = 0) throws(Errno) {
         guard mamfs_close_range(first, last, flags) == 0 else { throw Errno.current }

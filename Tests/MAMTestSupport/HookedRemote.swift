@@ -36,6 +36,7 @@ open class HookedRemote: RemoteStore, @unchecked Sendable {
         lock.unlock()
         return try inner.readContents(of: identifier, into: destination)
     }
+    public func prefetchContents(of identifiers: [ItemIdentifier]) { inner.prefetchContents(of: identifiers) }
     public func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem {
         try inner.create(parent: parent, name: name, contents: contents)
     }

@@ -70,6 +70,27 @@ enum FileSystem {
         return written
     }
 
+    /// `copyBytes` of a whole file from offset 0 to offset 0, in the kernel (sendfile(2): no
+    /// buffer, no copy through this process) where it can, else through a buffer.
+    /// - Returns: bytes copied.
+    /// - Throws: `MAMError.system` with the failing errno.
+    @discardableResult
+    static func transferBytes(from source: Int32, to destination: Int32) throws -> Int64 {
+        var offset: off_t = 0
+        while true {
+            let n = sendfile(destination, source, &offset, 1 << 30)
+            if n > 0 { continue }
+            if n == 0 { break }
+            if errno == EINTR { continue }
+            if offset == 0 && (errno == EINVAL || errno == ENOSYS) {
+                return try copyBytes(from: source, to: destination)
+            }
+            throw MAMError.fromErrno("read")
+        }
+        guard ftruncate(destination, offset) == 0 else { throw MAMError.fromErrno("truncate") }
+        return Int64(offset)
+    }
+
     /// open(2) of `path` with `flags` (add O_CLOEXEC), as a descriptor closed with the value.
     /// - Throws: `MAMError.system("open PATH")` with the errno.
     static func openFile(_ path: String, _ flags: Int32) throws -> FileDescriptor {
@@ -98,13 +119,19 @@ enum FileSystem {
     /// Creates an empty 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
     /// - Returns: its path; nil with `errno` set when it cannot be made.
     static func makeTemporaryFile(in directory: String, name: String) -> String? {
-        let base = name.isEmpty ? "item" : String(name.prefix(80))
         do {
-            return try MAMSystem.TemporaryFile.createNamed(template: directory + "/.\(base).mamfs-tmp-XXXXXX").path
+            return try MAMSystem.TemporaryFile.createNamed(template: temporaryTemplate(in: directory, name: name)).path
         } catch {
             errno = error.rawValue
             return nil
         }
+    }
+
+    /// The mkostemp template of a temp file for `name` in `directory`:
+    /// `DIR/.NAME.mamfs-tmp-XXXXXX` (the name cut to 80 characters, "item" when empty).
+    static func temporaryTemplate(in directory: String, name: String) -> String {
+        let base = name.isEmpty ? "item" : String(name.prefix(80))
+        return directory + "/.\(base).mamfs-tmp-XXXXXX"
     }
 
     /// True for the names of temp files made by mamfs (skipped when trees are walked).
@@ -150,7 +177,14 @@ enum FileSystem {
 
     /// Number of components (depth) of a relative path.
     static func depth(_ relative: String) -> Int {
-        relative.isEmpty ? 0 : relative.split(separator: "/").count
+        // The non-empty components, counted on the bytes (this runs in sort comparisons).
+        var count = 0
+        var previous = UInt8(ascii: "/")
+        for byte in relative.utf8 {
+            if byte != UInt8(ascii: "/") && previous == UInt8(ascii: "/") { count += 1 }
+            previous = byte
+        }
+        return count
     }
 
     /// 64-bit FNV-1a of the UTF-8 bytes, as 16 hex digits (not cryptographic: a version tag).

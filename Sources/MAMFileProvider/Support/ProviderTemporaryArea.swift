@@ -122,7 +122,7 @@ final class PlainBuffer {
 
     /// A path that opens the buffer (`/proc/self/fd/N`), for APIs that take a path or URL.
     var path: String { ProcessDescriptorPath.path(of: fd) }
-    var url: URL { URL(fileURLWithPath: path) }
+    var url: URL { URL(fileURLWithPath: path, isDirectory: false) }
 
     /// The bytes in the buffer (0 when it cannot be stat'ed).
     var byteCount: Int64 {

@@ -1,0 +1,9 @@
+#ifndef MAMFS_CSYSTEM_FILESYSTEM_H
+#define MAMFS_CSYSTEM_FILESYSTEM_H
+/* Whole-filesystem calls glibc declares only under _GNU_SOURCE (see shim.h for why it is not
+ * defined here). */
+
+/* syncfs(2), Linux 2.6.39+; reports writeback errors of the filesystem since Linux 5.8. */
+extern int syncfs(int fd);
+
+#endif
