@@ -317,31 +317,15 @@ final class FailingSync: ReplicaSync, @unchecked Sendable {
 }
 
 /// A store whose reads of `failing` items fail (the server answers an error for those files).
-final class FailingReadRemote: RemoteStore, @unchecked Sendable {
-    let inner: any RemoteStore
+final class FailingReadRemote: HookedRemote, @unchecked Sendable {
     let failing: Set<ItemIdentifier>
 
     init(_ inner: any RemoteStore, failing: Set<ItemIdentifier>) {
-        self.inner = inner
         self.failing = failing
+        super.init(inner)
     }
 
-    var location: String { inner.location }
-    func volumeIdentity() throws -> String? { try inner.volumeIdentity() }
-    func enumerate(container: ItemIdentifier) throws -> [RemoteItem] { try inner.enumerate(container: container) }
-    func item(_ identifier: ItemIdentifier) throws -> RemoteItem { try inner.item(identifier) }
-    func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
+    override func checkRead(_ identifier: ItemIdentifier) throws {
         if failing.contains(identifier) { throw RemoteError.failed("'\(identifier)': the server answered 500") }
-        return try inner.readContents(of: identifier, into: destination)
-    }
-    func create(parent: ItemIdentifier, name: String, contents: RemoteContents) throws -> RemoteItem {
-        try inner.create(parent: parent, name: name, contents: contents)
-    }
-    func modify(_ identifier: ItemIdentifier, baseVersion: String, contentsURL: URL) throws -> RemoteItem {
-        try inner.modify(identifier, baseVersion: baseVersion, contentsURL: contentsURL)
-    }
-    func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws { try inner.delete(identifier, baseVersion: baseVersion) }
-    func move(_ identifier: ItemIdentifier, toParent newParent: ItemIdentifier, newName: String) throws -> RemoteItem {
-        try inner.move(identifier, toParent: newParent, newName: newName)
     }
 }

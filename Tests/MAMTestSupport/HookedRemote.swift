@@ -15,6 +15,10 @@ open class HookedRemote: RemoteStore, @unchecked Sendable {
     /// Runs before read number `count`; does nothing here.
     open func beforeRead(_ count: Int) {}
 
+    /// Runs before each file read, outside the lock; what it throws is the read's error (a
+    /// server that fails that file). Does nothing here.
+    open func checkRead(_ identifier: ItemIdentifier) throws {}
+
     /// Runs before each listing of a container; does nothing here.
     open func beforeEnumerate(_ container: ItemIdentifier) {}
 
@@ -34,6 +38,7 @@ open class HookedRemote: RemoteStore, @unchecked Sendable {
         reads += 1
         beforeRead(reads)
         lock.unlock()
+        try checkRead(identifier)
         return try inner.readContents(of: identifier, into: destination)
     }
     public func prefetchContents(of identifiers: [ItemIdentifier]) { inner.prefetchContents(of: identifiers) }
