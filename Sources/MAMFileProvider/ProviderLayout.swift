@@ -68,11 +68,7 @@ public struct ProviderLayout: Sendable {
     /// the value goes away unless it was renamed away with `TemporaryFile.move`.
     /// - Throws: `.cannotCreateOutput`.
     func makeTemporaryFile(name: String = "item") throws -> TemporaryFile {
-        let session = try ProviderTemporaryArea.session(for: self)
-        guard let path = FileSystem.makeTemporaryFile(in: session.path, name: name) else {
-            throw MAMError.cannotCreateOutput("temp file in \(session.path): \(String(cString: strerror(errno)))")
-        }
-        return TemporaryFile(path: path, relative: session.relative + "/" + PathName.lastComponent(of: path))
+        try makeTemporaryFile(name: name) { _ in }
     }
 
     /// `makeTemporaryFile`, with `body` run on the new file's descriptor (open read-write,

@@ -116,17 +116,6 @@ enum FileSystem {
         return prefix[0..<n].withUnsafeBytes { ProtectedFileHeader.hasMagic($0) }
     }
 
-    /// Creates an empty 0600 temp file `DIR/.NAME.mamfs-tmp-XXXXXX`.
-    /// - Returns: its path; nil with `errno` set when it cannot be made.
-    static func makeTemporaryFile(in directory: String, name: String) -> String? {
-        do {
-            return try MAMSystem.TemporaryFile.createNamed(template: temporaryTemplate(in: directory, name: name)).path
-        } catch {
-            errno = error.rawValue
-            return nil
-        }
-    }
-
     /// The mkostemp template of a temp file for `name` in `directory`:
     /// `DIR/.NAME.mamfs-tmp-XXXXXX` (the name cut to 80 characters, "item" when empty).
     static func temporaryTemplate(in directory: String, name: String) -> String {
