@@ -42,7 +42,7 @@ let package = Package(
         .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "CommandLineTests", dependencies: ["mamfs", "MAMProtection"]),
-        .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "MAMProtection", "MAMTestSupport"]),
+        .testTarget(name: "MAMFSTests", dependencies: ["MAMFS", "CFuseTransport", "MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "RobustnessTests", dependencies: ["MAMProtection", "MAMTestSupport"], exclude: ["Scripts", "Regressions"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,7 +1,9 @@
 #define _GNU_SOURCE /* splice(2) */
 #define FUSE_USE_VERSION 312
 #include "mamfs_fuse_transport.h"
+#include "mamfs_busy_poll.h"
 #include <fuse3/fuse_lowlevel.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,6 +27,8 @@
  * When the kernel's INIT request offers a flag, the transport notes the request's unique id and
  * the offered flags, and adds them to libfuse's INIT reply to that id. Every other message
  * passes through unchanged. Layouts: include/uapi/linux/fuse.h.
+ * With a busy-poll budget (-o busy_poll=US), a worker polls the descriptor briefly before it
+ * blocks in read(2) (busy_poll.c).
  */
 enum {
     mamfs_FUSE_INIT_OPCODE = 26,
@@ -51,7 +55,9 @@ static uint64_t mamfs_load64(const unsigned char *p) { uint64_t v; memcpy(&v, p,
 
 static ssize_t mamfs_fuse_transport_read(int fd, void *buf, size_t len, void *userdata) {
     (void)userdata;
+    mamfs_busy_poll_wait(fd);
     ssize_t n = read(fd, buf, len);
+    if (n > 0) mamfs_busy_poll_received(fd);
     const unsigned char *p = (const unsigned char *)buf;
     if (n >= mamfs_FUSE_IN_HEADER_SIZE + mamfs_FUSE_INIT_IN_FLAGS2 + 4 && fd >= 0 && fd < mamfs_FUSE_TRANSPORT_FDS
         && mamfs_load32(p + 4) == mamfs_FUSE_INIT_OPCODE) {
@@ -100,15 +106,19 @@ static ssize_t mamfs_fuse_transport_splice(int fdin, off_t *offin, int fdout, of
     return splice(fdin, offin, fdout, offout, len, flags);
 }
 
-/* Gives `se` (mounted: fuse_session_fd is its /dev/fuse descriptor) the transport above.
-   Returns 0 or a negative errno (fuse_session_custom_io's). */
-int mamfs_fuse_use_transport(struct fuse_session *se) {
+/* Gives `se` (mounted: fuse_session_fd is its /dev/fuse descriptor) the transport above, with
+   a busy-poll budget of `busy_poll_us` microseconds (0 = off).
+   Returns 0 or a negative errno (fuse_session_custom_io's; -EINVAL for a budget above
+   mamfs_BUSY_POLL_MAX_US or a descriptor above 1023 with a budget). */
+int mamfs_fuse_use_transport(struct fuse_session *se, unsigned int busy_poll_us) {
     struct fuse_custom_io io = {
         .writev = mamfs_fuse_transport_writev,
         .read = mamfs_fuse_transport_read,
         .splice_receive = mamfs_fuse_transport_splice,
         .splice_send = mamfs_fuse_transport_splice,
     };
-    return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+    int fd = fuse_session_fd(se);
+    if (mamfs_busy_poll_set(fd, busy_poll_us) != 0 && busy_poll_us != 0) return -EINVAL;
+    return fuse_session_custom_io(se, &io, fd);
 }
 

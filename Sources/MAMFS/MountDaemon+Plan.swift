@@ -1,3 +1,4 @@
+import CFuseTransport
 import Glibc
 import MAMFileProvider
 import MAMProtection
@@ -111,6 +112,11 @@ extension MountDaemon {
                     throw MAMError.invalidArguments("-o \(option): expected a positive number of seconds")
                 }
                 options.retryBase = seconds
+            case "busy_poll":
+                guard parts.count == 2, let micros = UInt32(parts[1]), micros <= mamfs_BUSY_POLL_MAX_US else {
+                    throw MAMError.invalidArguments("-o \(option): expected microseconds from 0 to \(mamfs_BUSY_POLL_MAX_US)")
+                }
+                options.busyPoll = micros
             case "log":
                 guard parts.count == 2, !parts[1].isEmpty else { throw MAMError.invalidArguments("-o log=FILE: expected a file") }
                 options.logFile = try logPath(parts[1])

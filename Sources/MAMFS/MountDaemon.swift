@@ -207,8 +207,9 @@ public enum MountDaemon {
             }
             defer { fuse_session_unmount(session) }
             // The transport that asks the kernel for FUSE_DIRECT_IO_ALLOW_MMAP (Sources/CFuseTransport), so
-            // a read-only handle, opened with direct I/O, can be mapped MAP_SHARED.
-            let transport = mamfs_fuse_use_transport(session)
+            // a read-only handle, opened with direct I/O, can be mapped MAP_SHARED; it also polls
+            // /dev/fuse before blocking when `-o busy_poll` asks for it.
+            let transport = mamfs_fuse_use_transport(session, options.busyPoll)
             guard transport == 0 else {
                 throw MAMError.internalError("cannot set the FUSE session's transport: \(String(cString: strerror(-transport)))")
             }

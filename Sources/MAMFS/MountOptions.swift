@@ -20,8 +20,8 @@ public struct MountOptions: Sendable, Equatable {
     public var foreground: Bool
     /// FUSE mount options as given with -o (each element may hold several, comma-separated):
     /// allow_other, ro, default_permissions, max_write=N, ... plus mamfs' own attr_timeout=S,
-    /// entry_timeout=S, page_cache (see `pageCache`), log=FILE (see `logFile`) and notify
-    /// (see `notify`), which are not passed to libfuse.
+    /// entry_timeout=S, page_cache (see `pageCache`), log=FILE (see `logFile`), notify
+    /// (see `notify`) and busy_poll=US (see `busyPoll`), which are not passed to libfuse.
     /// writeback_cache is refused (mamfs must see every write to keep O_APPEND and plaintext
     /// sizes right).
     public var fuseOptions: [String]
@@ -93,6 +93,17 @@ public struct MountOptions: Sendable, Equatable {
     /// (`org.freedesktop.Notifications.Notify` on the session bus, at most one per file every
     /// 5 s); a failed notification is logged and never delays or fails the request.
     public var notify = false
+    /// `-o busy_poll=US`: microseconds (0-1000, default 0 = off) a worker polls /dev/fuse
+    /// before it sleeps waiting for the next request, like the kernel's net.core.busy_poll.
+    ///
+    /// Trade-off. When the daemon runs on a CPU of its own that would otherwise go idle, waking
+    /// it is most of a small request's round trip, and polling saves that wakeup: more random
+    /// I/O operations per second and faster small writes, for more daemon CPU time (one worker
+    /// polls between requests). When the daemon shares its CPU with the program it serves,
+    /// polling takes time from that program. After 8 polls in a row that found nothing the
+    /// daemon stops polling until requests come close together again, so an idle mount costs
+    /// nothing. Figures: docs/PERFORMANCE.md.
+    public var busyPoll: UInt32 = 0
 
     public init(backingDirectory: String, mountpoint: String, account: String = "", foreground: Bool = false,
                 fuseOptions: [String] = [], attributeTimeout: Double = 1, entryTimeout: Double = 1,

@@ -103,20 +103,17 @@ struct PageCacheTests {
 
     @Test("-o page_cache and -o log=FILE are mamfs options: parsed, never passed to libfuse; bad forms refused")
     func mamfsOwnOptions() throws {
-        let base = NSTemporaryDirectory() + "mamfs-opt-\(UUID().uuidString.prefix(8))"
-        for dir in ["b", "m", "s"] { try FileManager.default.createDirectory(atPath: base + "/" + dir, withIntermediateDirectories: true) }
-        defer { try? FileManager.default.removeItem(atPath: base) }
-        let context = try ProtectionContext.initialize(stateDirectory: StateDirectory(path: base + "/s/state"), passphraseFile: nil)
-        var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m",
-                                   fuseOptions: ["page_cache,log=\(base)/log", "ro"])
-        let plan = try MountDaemon.prepare(&options, context: context)
-        #expect(options.pageCache)
-        #expect(options.logFile == base + "/log")
-        #expect(!plan.fuseOptions.contains { $0.hasPrefix("page_cache") || $0.hasPrefix("log") })
-        #expect(plan.fuseOptions.contains("ro"))
-        for bad in ["page_cache=1", "log=", "=", "=x", "attr_timeout="] {
-            var options = MountOptions(backingDirectory: base + "/b", mountpoint: base + "/m", fuseOptions: [bad])
-            #expect(throws: MAMError.self, "-o \(bad)") { try MountDaemon.prepare(&options, context: context) }
+        try MountPlanFixture.with { f in
+            var options = f.options(["page_cache,log=\(f.base)/log", "ro"])
+            let plan = try MountDaemon.prepare(&options, context: f.context)
+            #expect(options.pageCache)
+            #expect(options.logFile == f.base + "/log")
+            #expect(!plan.fuseOptions.contains { $0.hasPrefix("page_cache") || $0.hasPrefix("log") })
+            #expect(plan.fuseOptions.contains("ro"))
+            for bad in ["page_cache=1", "log=", "=", "=x", "attr_timeout="] {
+                var options = f.options([bad])
+                #expect(throws: MAMError.self, "-o \(bad)") { try MountDaemon.prepare(&options, context: f.context) }
+            }
         }
     }
 }

@@ -72,7 +72,7 @@ struct WebDAVInterruptedUploadTests {
         for (name, bytes) in Self.written { try bytes.write(to: URL(fileURLWithPath: m.mountpoint + "/" + name)) }
         m.close()
         var local: [String: Data] = [:]
-        for (name, _) in Self.written { local[name] = try #require(m.read(m.backing + "/" + name)) }
+        for (name, _) in Self.written { local[name] = m.read(m.backing + "/" + name) }
         #expect(try m.backingHeader("large.bin")?.isEncrypted == true, "the local copy is encrypted")
         try server.restart()
 

@@ -15,6 +15,8 @@ Mounts, all backed by directories under one work directory on the same disk:
   mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
                policy's managedApps, sendData managedApps, protectionLevel block (the cost of
                deciding every request by the caller's executable)
+  mamfs-poll   mamfs-enc mounted with -o busy_poll=US (--busy-poll, default 100): a worker polls /dev/fuse
+               that long before it sleeps (what the wakeup of the daemon's CPU costs, docs/PERFORMANCE.md)
   base-enc     with --baseline PATH: mamfs-enc of another mamfs binary (an earlier commit)
   base-plain   with --baseline PATH: mamfs-plain of that binary
 
@@ -61,7 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
-MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "mamfs-enc", "mamfs-plain", "mamfs-apps"]
+MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "mamfs-enc", "mamfs-plain", "mamfs-apps", "mamfs-poll"]
 # The programs a mount needs besides those every run needs (taskset, openssl, dd, tar).
 MOUNT_TOOLS = {"ext4-fscrypt": ["losetup", "mkfs.ext4", "mount", "umount"], "bindfs": ["bindfs"],
                "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"]}
@@ -133,7 +135,7 @@ class Mount:
     """One filesystem under test at one placement."""
 
     def __init__(self, name, placement, root, mamfs, cfg=FULL):
-        self.name, self.placement, self.mamfs = name, placement, mamfs
+        self.name, self.placement, self.mamfs, self.cfg = name, placement, mamfs, cfg
         self.cpu = PLACEMENTS[placement]
         self.base = os.path.join(root, placement, name)
         self.backing = os.path.join(self.base, "backing")
@@ -186,8 +188,9 @@ class Mount:
             run([self.mamfs, "enroll", ACCOUNT_ID, "--upn", UPN, "--policy", policy, "--state", state],
                 stdout=subprocess.DEVNULL)
             kind = BASELINE_MOUNTS.get(self.name, self.name)
-            account = ["--account", UPN] if kind in ("mamfs-enc", "mamfs-apps") else []
-            cmd = pin + [self.mamfs, "mount", self.backing, self.mountpoint, "-f", "--state", state] + account
+            account = ["--account", UPN] if kind in ("mamfs-enc", "mamfs-apps", "mamfs-poll") else []
+            options = ["-o", f"busy_poll={self.cfg['busy_poll_us']}"] if kind == "mamfs-poll" else []
+            cmd = pin + [self.mamfs, "mount", self.backing, self.mountpoint, "-f", "--state", state] + account + options
         self.log_file = open(os.path.join(self.base, "daemon.log"), "w")
         # Own process group: a Ctrl-C at the terminal reaches this script, which unmounts first.
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
@@ -441,6 +444,8 @@ def main():
     ap.add_argument("--mamfs", help="release mamfs binary (default: build it)")
     ap.add_argument("--baseline", help="a second release mamfs binary (e.g. of an earlier commit), "
                     "run as base-enc and base-plain beside the others, and in the CLI workload")
+    ap.add_argument("--busy-poll", type=int, default=100, metavar="US",
+                    help="mamfs-poll's -o busy_poll (microseconds, 1-1000; default 100)")
     ap.add_argument("--out", default=os.path.join(REPO, "bench-results"))
     ap.add_argument("--workdir", default="/var/tmp", help="where the backing directories go (one disk)")
     args = ap.parse_args()
@@ -449,6 +454,9 @@ def main():
     cfg = dict(QUICK if args.quick else FULL)
     if args.rounds:
         cfg["rounds"] = args.rounds
+    if not 1 <= args.busy_poll <= 1000:
+        sys.exit("--busy-poll: expected microseconds from 1 to 1000")
+    cfg["busy_poll_us"] = args.busy_poll
     known = MOUNTS + (list(BASELINE_MOUNTS) if args.baseline else [])
     mounts = args.only.split(",") if args.only else known
     unknown = set(mounts) - set(known)
