@@ -15,13 +15,15 @@
  *
  * It adapts so a mount that is idle or sees sparse requests does not burn CPU:
  * after mamfs_BUSY_POLL_MAX_MISSES polls in a row that timed out it stops polling, and starts
- * again once two requests arrive within twice the budget of each other.
+ * again once a request arrives within the budget of the moment the last worker began to wait
+ * for one (so a poll would have caught it). Requests that keep coming a little later than the
+ * budget therefore never turn it back on.
  */
 enum { mamfs_BUSY_POLL_FDS = 1024, mamfs_BUSY_POLL_MAX_MISSES = 8 };
 
 struct mamfs_busy_poll_state {
     _Atomic int64_t budget_ns;        /* 0: off */
-    _Atomic int64_t last_request_ns;  /* CLOCK_MONOTONIC of the last request read, 0: none yet */
+    _Atomic int64_t waiting_since_ns; /* CLOCK_MONOTONIC when a worker last began to wait, 0: never */
     _Atomic int misses;               /* polls in a row that timed out */
     _Atomic int polling;              /* 1 while a worker polls */
 };
@@ -38,7 +40,7 @@ int mamfs_busy_poll_set(int fd, unsigned int budget_us) {
     if (fd < 0 || fd >= mamfs_BUSY_POLL_FDS || budget_us > mamfs_BUSY_POLL_MAX_US) return -1;
     struct mamfs_busy_poll_state *s = &states[fd];
     atomic_store(&s->misses, 0);
-    atomic_store(&s->last_request_ns, 0);
+    atomic_store(&s->waiting_since_ns, 0);
     atomic_store(&s->polling, 0);
     atomic_store(&s->budget_ns, (int64_t)budget_us * 1000);
     return 0;
@@ -49,11 +51,12 @@ int mamfs_busy_poll_wait(int fd) {
     struct mamfs_busy_poll_state *s = &states[fd];
     int64_t budget = atomic_load_explicit(&s->budget_ns, memory_order_relaxed);
     if (budget == 0) return mamfs_BUSY_POLL_OFF;
+    int64_t start = mamfs_monotonic_ns();
+    atomic_store_explicit(&s->waiting_since_ns, start, memory_order_relaxed);
     if (atomic_load_explicit(&s->misses, memory_order_relaxed) >= mamfs_BUSY_POLL_MAX_MISSES)
         return mamfs_BUSY_POLL_SKIPPED;
     if (atomic_exchange_explicit(&s->polling, 1, memory_order_acquire)) return mamfs_BUSY_POLL_SKIPPED;
     struct pollfd p = { .fd = fd, .events = POLLIN };
-    int64_t start = mamfs_monotonic_ns();
     int result = mamfs_BUSY_POLL_MISSED;
     for (;;) {
         /* Ready, or an error (the mount is gone: read(2) reports it). */
@@ -72,7 +75,6 @@ void mamfs_busy_poll_received(int fd) {
     struct mamfs_busy_poll_state *s = &states[fd];
     int64_t budget = atomic_load_explicit(&s->budget_ns, memory_order_relaxed);
     if (budget == 0) return;
-    int64_t now = mamfs_monotonic_ns();
-    int64_t last = atomic_exchange_explicit(&s->last_request_ns, now, memory_order_relaxed);
-    if (last != 0 && now - last <= 2 * budget) atomic_store_explicit(&s->misses, 0, memory_order_relaxed);
+    int64_t since = atomic_load_explicit(&s->waiting_since_ns, memory_order_relaxed);
+    if (since != 0 && mamfs_monotonic_ns() - since <= budget) atomic_store_explicit(&s->misses, 0, memory_order_relaxed);
 }

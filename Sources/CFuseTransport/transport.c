@@ -48,8 +48,6 @@ enum {
    that offered a flag, else 0, and which of the flags it offered (mamfs_OFFERED_*). */
 static _Atomic uint64_t pending[mamfs_FUSE_TRANSPORT_FDS];
 static _Atomic uint32_t offered_flags[mamfs_FUSE_TRANSPORT_FDS];
-/* Per descriptor: 1 once an INIT reply asking for FUSE_DIRECT_IO_ALLOW_MMAP went out. */
-static _Atomic int allow_mmap_granted[mamfs_FUSE_TRANSPORT_FDS];
 enum { mamfs_OFFERED_ALLOW_MMAP = 1, mamfs_OFFERED_KILLPRIV_V2 = 2 };
 
 static uint32_t mamfs_load32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -95,7 +93,6 @@ static ssize_t mamfs_fuse_transport_writev(int fd, struct iovec *iov, int count,
                 if ((offered & mamfs_OFFERED_ALLOW_MMAP) && (flags & mamfs_FUSE_INIT_EXT)) {
                     uint32_t flags2 = mamfs_load32(body + mamfs_FUSE_INIT_OUT_FLAGS2) | mamfs_FUSE_FLAGS2_DIRECT_IO_ALLOW_MMAP;
                     memcpy(body + mamfs_FUSE_INIT_OUT_FLAGS2, &flags2, 4);
-                    atomic_store(&allow_mmap_granted[fd], 1);
                 }
             }
         }
@@ -107,10 +104,6 @@ static ssize_t mamfs_fuse_transport_splice(int fdin, off_t *offin, int fdout, of
                                                   unsigned int flags, void *userdata) {
     (void)userdata;
     return splice(fdin, offin, fdout, offout, len, flags);
-}
-
-int mamfs_fuse_transport_allows_direct_io_mmap(int fd) {
-    return fd >= 0 && fd < mamfs_FUSE_TRANSPORT_FDS && atomic_load_explicit(&allow_mmap_granted[fd], memory_order_relaxed);
 }
 
 /* Gives `se` (mounted: fuse_session_fd is its /dev/fuse descriptor) the transport above, with
@@ -125,7 +118,6 @@ int mamfs_fuse_use_transport(struct fuse_session *se, unsigned int busy_poll_us)
         .splice_send = mamfs_fuse_transport_splice,
     };
     int fd = fuse_session_fd(se);
-    if (fd >= 0 && fd < mamfs_FUSE_TRANSPORT_FDS) atomic_store(&allow_mmap_granted[fd], 0);
     if (mamfs_busy_poll_set(fd, busy_poll_us) != 0 && busy_poll_us != 0) return -EINVAL;
     return fuse_session_custom_io(se, &io, fd);
 }

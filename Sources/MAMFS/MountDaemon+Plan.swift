@@ -113,7 +113,8 @@ extension MountDaemon {
                 }
                 options.retryBase = seconds
             case "busy_poll":
-                guard parts.count == 2, let micros = UInt32(parts[1]), micros <= mamfs_BUSY_POLL_MAX_US else {
+                guard parts.count == 2, parts[1].allSatisfy({ $0.isASCII && $0.isNumber }),
+                      let micros = UInt32(parts[1]), micros <= mamfs_BUSY_POLL_MAX_US else {
                     throw MAMError.invalidArguments("-o \(option): expected microseconds from 0 to \(mamfs_BUSY_POLL_MAX_US)")
                 }
                 options.busyPoll = micros

@@ -224,8 +224,6 @@ public enum MountDaemon {
             fs.contentInvalidated = { nodeid in
                 _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: sessionAddress), nodeid, 0, 0)
             }
-            let fuseDevice = fuse_session_fd(session)
-            fs.kernelKeepsDirectWritesCoherent = { mamfs_fuse_transport_allows_direct_io_mmap(fuseDevice) != 0 }
             // Before `ready`: the mount owns its bus name by the time `mamfs mount` returns.
             let publisher = startPublishing(fs: fs, options: options, context: context)
             defer { stopPublishing(publisher, context: context) }

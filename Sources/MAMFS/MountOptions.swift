@@ -37,8 +37,7 @@ public struct MountOptions: Sendable, Equatable {
     public var passphraseFile: String?
     /// `-o page_cache`: read-only handles use the kernel's page cache too. By default they are
     /// opened with FOPEN_DIRECT_IO, so every read returns exactly the bytes mamfs answers
-    /// (so are write-only handles on Linux 6.6+, `OverlayFilesystem.directIO`; read-write
-    /// handles always use the page cache, so read-write mmap keeps working).
+    /// (writable handles always use the page cache, so read-write mmap keeps working).
     ///
     /// Trade-off. With `page_cache`, repeated reads of the same data are served from memory.
     /// But a reader racing a truncation can then see zeros: while a SETATTR is in flight the

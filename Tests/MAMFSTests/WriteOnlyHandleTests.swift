@@ -2,42 +2,44 @@ import Foundation
 import Testing
 import MAMTestSupport
 
-/// Write-only handles are opened with direct I/O (`OverlayFilesystem.directIO`): no request
-/// for `security.capability` before their first write, and still coherent with the page cache
-/// of read-write handles and shared maps of the same file.
+/// Write-only handles share the page cache with read-write handles and shared maps of the same
+/// file (`OverlayFilesystem.directIO`): what one writes, the others see, and no write is lost.
 @Suite("Write-only handles")
 struct WriteOnlyHandleTests {
-    /// tracefs with the fuse:fuse_request_send tracepoint (kernel 6.14 and later), as root.
-    static var canTrace: Bool {
-        geteuid() == 0 && (FileManager.default.fileExists(atPath: "/sys/kernel/tracing/events/fuse/fuse_request_send")
-            || (try? shell("mount -t tracefs nodev /sys/kernel/tracing"))?.status == 0
-               && FileManager.default.fileExists(atPath: "/sys/kernel/tracing/events/fuse/fuse_request_send"))
-    }
-
-    @Test("A new file written through a write-only descriptor costs no GETXATTR; through a read-write one it costs one",
-          .enabled(if: canTrace, "needs root and the fuse:fuse_request_send tracepoint (tracefs, Linux 6.14+)"),
+    @Test("O_WRONLY writes racing a shared map's stores to the same pages are all kept",
           arguments: MountedFixture.Kind.allCases)
-    func firstWriteAsksNothing(kind: MountedFixture.Kind) throws {
+    func writesRacingSharedMapStoresAreKept(kind: MountedFixture.Kind) throws {
+        // One process keeps storing into bytes 0-7 of each of 8 pages through MAP_SHARED on an
+        // O_RDWR descriptor (msync now and then); another pwrites 3,000 records into bytes 64+
+        // of the same pages through O_WRONLY. With direct I/O on the write-only handle the
+        // kernel wrote re-dirtied map pages back whole over the records: 1-36 lost per run.
         try withMount(kind) { m in
-            // A private tracing instance (its own buffer and enable switches), filtered to this
-            // mount's FUSE connection: the kernel's dev_t, major << 20 | minor.
             let r = try m.sh("""
-            I=/sys/kernel/tracing/instances/mamfs-wo-$$ && mkdir "$I" && trap 'rmdir "$I"' EXIT && \
-            C=$(( $(stat -c %Hd .) << 20 | $(stat -c %Ld .) )) && E="$I/events/fuse/fuse_request_send" && \
-            echo "connection == $C" > "$E/filter" && \
-            count() { echo 1 > "$E/enable"; "$@"; rc=$?; echo 0 > "$E/enable"; \
-                      printf '%s %s %s\\n' "$rc" "$(grep -c FUSE_GETXATTR "$I/trace")" "$(grep -c FUSE_WRITE "$I/trace")"; \
-                      echo > "$I/trace"; } && \
-            count sh -c 'printf write-only > wo' && \
-            count sh -c 'exec 3<> rw && printf read-write >&3' && \
-            cat wo rw
+            python3 -c '
+            import os, mmap, time, multiprocessing as mp
+            P = 4096; NP = 8; N = 3000; p = "lost"
+            with open(p, "wb") as f: f.write(bytes(NP * P))
+            stop = mp.Event()
+            def mapper():
+                fd = os.open(p, os.O_RDWR); m = mmap.mmap(fd, NP * P, mmap.MAP_SHARED); i = 0
+                while not stop.is_set():
+                    pg = i % NP; m[pg * P:pg * P + 8] = b"%08d" % (i % 10**8); i += 1
+                    if i % 50 == 0: m.flush()
+                m.flush(); m.close(); os.close(fd)
+            a = mp.Process(target=mapper); a.start(); time.sleep(0.2)
+            fd = os.open(p, os.O_WRONLY); last = {}
+            for i in range(N):
+                off = (i % NP) * P + 64 + ((i // NP) * 8) % (P - 64)
+                assert os.pwrite(fd, b"%08d" % i, off) == 8
+                last[off] = i
+            os.close(fd); stop.set(); a.join()
+            d = open(p, "rb").read()
+            lost = [o for o, i in last.items() if d[o:o + 8] != b"%08d" % i]
+            print(len(last), len(lost), lost[:5])
+            '
             """)
             #expect(r.status == 0, "\(r.err)")
-            let lines = r.out.split(separator: "\n").map(String.init)
-            // exit status, GETXATTR requests, WRITE requests
-            #expect(lines.first == "0 0 1", "write-only: \(r.out)")
-            #expect(lines.dropFirst().first == "0 1 1", "read-write (the kernel asks for security.capability): \(r.out)")
-            #expect(lines.last == "write-onlyread-write")
+            #expect(r.out.hasPrefix("3000 0 []"), "records kept, lost, first lost offsets: \(r.out)")
         }
     }
 

@@ -24,12 +24,13 @@ enum {
    limit. */
 int mamfs_busy_poll_set(int fd, unsigned int budget_us);
 
-/* Polls `fd` for up to its budget unless polling is off, another thread polls it, or its last
-   8 polls timed out. Returns one of the values above. */
+/* Notes that a worker begins to wait for a request on `fd`, then polls it for up to its budget
+   unless polling is off, another thread polls it, or its last 8 polls timed out. Returns one
+   of the values above. */
 int mamfs_busy_poll_wait(int fd);
 
-/* Notes that a request was read from `fd`; two requests within twice the budget of each
-   other turn polling back on after misses. */
+/* Notes that a request was read from `fd`; one that arrived within the budget of the moment
+   the last worker began to wait (mamfs_busy_poll_wait) turns polling back on after misses. */
 void mamfs_busy_poll_received(int fd);
 
 #endif

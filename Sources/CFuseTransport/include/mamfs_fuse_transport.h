@@ -15,11 +15,4 @@ struct fuse_session;
  */
 int mamfs_fuse_use_transport(struct fuse_session *se, unsigned int busy_poll_us);
 
-/*
- * 1 once the INIT reply on the /dev/fuse descriptor `fd` asked for FUSE_DIRECT_IO_ALLOW_MMAP
- * (the kernel offered it: Linux 6.6+, which then also writes back and drops the cached pages a
- * direct write covers), else 0.
- */
-int mamfs_fuse_transport_allows_direct_io_mmap(int fd);
-
 #endif

@@ -139,21 +139,16 @@ extension OverlayFilesystem {
     }
 
     /// Whether a handle opened with `flags` bypasses the kernel's page cache (FOPEN_DIRECT_IO):
-    /// read-only and write-only handles unless the mount has `-o page_cache`. Reads then get
-    /// exactly what mamfs answers, which the page cache cannot promise while a truncation is
-    /// in flight (see `MountOptions.pageCache`). A direct write does not make the kernel ask
-    /// for `security.capability` (a GETXATTR) before a new file's first write, as a buffered
-    /// one does; the kernel writes back and drops the cached pages a direct write covers, so
-    /// other handles stay coherent (FUSE_DIRECT_IO_ALLOW_MMAP; on an older kernel, which does
-    /// not, write-only handles keep the page cache). Read-write handles keep the page cache: a
-    /// shared read-write map writes through it.
+    /// read-only handles unless the mount has `-o page_cache`. Their reads then get exactly
+    /// what mamfs answers, which the page cache cannot promise while a truncation is in flight
+    /// (see `MountOptions.pageCache`). Writable handles keep the page cache: a shared
+    /// read-write map writes through it, and writes stay coherent with it. (Direct I/O on
+    /// write-only handles, which would save the GETXATTR of `security.capability` before a new
+    /// file's first write, loses writes that race a shared map's stores to the same page: the
+    /// kernel writes the re-dirtied page back whole over them. Test "O_WRONLY writes racing a
+    /// shared map's stores to the same pages are all kept".)
     func directIO(flags: Int32) -> Bool {
-        guard !options.pageCache else { return false }
-        switch flags & O_ACCMODE {
-        case O_RDONLY: return true
-        case O_WRONLY: return kernelKeepsDirectWritesCoherent?() ?? false
-        default: return false
-        }
+        !options.pageCache && flags & O_ACCMODE == O_RDONLY
     }
 
     /// Opens a handle on `inode`; with O_TRUNC the content starts again, owned by `newOwner`

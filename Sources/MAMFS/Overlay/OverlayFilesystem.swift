@@ -31,10 +31,6 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Drops the kernel's cached pages of a nodeid, writing dirty ones back first (set by the
     /// mount daemon: a FUSE inode invalidation of the whole range; nil in tests without a kernel).
     var contentInvalidated: ((UInt64) -> Void)?
-    /// Whether the kernel writes back and drops the cached pages a direct write covers (it
-    /// granted FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+; set by the mount daemon, nil: no). Only
-    /// then are write-only handles opened with direct I/O (`directIO(flags:)`).
-    var kernelKeepsDirectWritesCoherent: (() -> Bool)?
     /// What the mount kind (plain, non-replicated or replicated provider) adds to requests.
     let hooks: any MountHooks
 
