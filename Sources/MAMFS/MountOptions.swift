@@ -101,8 +101,9 @@ public struct MountOptions: Sendable, Equatable {
     /// I/O operations per second and faster small writes, for more daemon CPU time (one worker
     /// polls between requests). When the daemon shares its CPU with the program it serves,
     /// polling takes time from that program. After 8 polls in a row that found nothing the
-    /// daemon stops polling until requests come close together again, so an idle mount costs
-    /// nothing. Figures: docs/PERFORMANCE.md.
+    /// daemon stops polling until a request comes within the budget of a worker beginning to
+    /// wait (a poll would have caught it), so an idle or sparsely used mount costs nothing.
+    /// Figures: docs/PERFORMANCE.md.
     public var busyPoll: UInt32 = 0
 
     public init(backingDirectory: String, mountpoint: String, account: String = "", foreground: Bool = false,
