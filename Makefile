@@ -37,6 +37,7 @@ soak: deps
 
 # Benchmarks (docs/PERFORMANCE.md): mamfs against raw, ext4 with fscrypt (a loop-mounted
 # image), bindfs, gocryptfs, securefs and cryfs in one run; needs root.
+# It measures the binary that `make install` installs (the static build, .build/static).
 # BENCH_FLAGS="--quick" for a short run, "--only mamfs-enc" for one mount.
 BENCH_PACKAGES := gocryptfs securefs cryfs bindfs fio rclone e2fsprogs mount
 BENCH_FLAGS ?=
@@ -46,9 +47,9 @@ bench: deps
 	@python3 -c 'import matplotlib' 2>/dev/null || \
 	  python3 -m pip install -q matplotlib || \
 	  python3 -m pip install -q --break-system-packages matplotlib
-	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product mamfs
+	$(SWIFT) build $(STATIC_FLAGS) --product mamfs
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
-	$$sudo python3 Tools/bench/run.py --mamfs "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(BENCH_FLAGS)
+	$$sudo python3 Tools/bench/run.py --mamfs "$(STATIC_BIN)" $(BENCH_FLAGS)
 
 # The first sync of /usr/share/doc to a WebDAV server (Apache mod_dav_fs on 127.0.0.1) and back,
 # against rclone copy of the same tree to the same server (docs/PERFORMANCE.md); needs root.
@@ -57,9 +58,9 @@ BENCH_WEBDAV_ARGS ?=
 .PHONY: bench-webdav
 bench-webdav: deps
 	@Tools/install-missing-packages.sh "make bench-webdav" rclone apache2 apache2-utils curl
-	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product mamfs
+	$(SWIFT) build $(STATIC_FLAGS) --product mamfs
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
-	$$sudo Tools/bench/webdav-first-sync.sh "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(BENCH_WEBDAV_ARGS)
+	$$sudo Tools/bench/webdav-first-sync.sh "$(STATIC_BIN)" $(BENCH_WEBDAV_ARGS)
 
 # Man pages: man/*.scd (scdoc) -> build/man/PAGE.SECTION; the date is the last commit's.
 MAN_PAGES := build/man/mamfs.1 build/man/mamfs-policy.5 build/man/mount.fuse.mamfs.8

@@ -81,9 +81,9 @@ PASSPHRASE = "benchmark-passphrase"
 MOUNT_TIMEOUT = 120
 
 FULL = dict(rounds=3, seq_mib=512, files=5000, dirs=100, fio_mib=256, fio_seconds=20,
-            smallw_count=131072, cli_mib=256)
+            smallw_count=131072, cli_mib=256, cli_reps=5)
 QUICK = dict(rounds=2, seq_mib=128, files=1000, dirs=20, fio_mib=64, fio_seconds=5,
-             smallw_count=32768, cli_mib=128)
+             smallw_count=32768, cli_mib=128, cli_reps=3)
 
 
 def log(*args):
@@ -375,27 +375,41 @@ def workload_cli(mamfs, cfg, shm):
         with open(os.path.join(shm, "plain"), "wb") as f:
             for _ in range(cfg["cli_mib"]):
                 f.write(os.urandom(1 << 20))
-    plain, enc, dec, ctr = (os.path.join(shm, n) for n in ("plain", "enc", "dec", "ctr"))
-    for p in (enc, dec, ctr):
-        if os.path.exists(p):
-            os.unlink(p)
+    plain, enc, dec, ctr, copy = (os.path.join(shm, n) for n in ("plain", "enc", "dec", "ctr", "copy"))
     mb = cfg["cli_mib"] * 1.048576
-    res = {}
-    wall, cpu, user = cpu_timed(CLI_CPUS + [mamfs, "encrypt", plain, "--account", UPN, "-o", enc, "--state", state])
-    res.update(cli_encrypt_MBps=mb / wall, cli_encrypt_cpu_MBps=mb / cpu, cli_encrypt_user_MBps=mb / user)
-    wall, cpu, user = cpu_timed(CLI_CPUS + [mamfs, "decrypt", enc, "-o", dec, "--state", state])
-    res.update(cli_decrypt_MBps=mb / wall, cli_decrypt_cpu_MBps=mb / cpu, cli_decrypt_user_MBps=mb / user)
-    if not filecmp_equal(plain, dec):
-        raise RuntimeError("mamfs decrypt did not give back the plaintext")
-    wall, cpu, user = cpu_timed(CLI_CPUS + ["openssl", "enc", "-aes-256-ctr", "-K", "00" * 32, "-iv", "00" * 16,
-                                    "-in", plain, "-out", ctr])
-    res.update(openssl_ctr_MBps=mb / wall, openssl_ctr_cpu_MBps=mb / cpu, openssl_ctr_user_MBps=mb / user)
-    # The machine's file-to-file limit without any cipher: a plain copy of the same file.
-    copy = os.path.join(shm, "copy")
-    wall, cpu, user = cpu_timed(CLI_CPUS + ["cp", plain, copy])
-    res.update(copy_MBps=mb / wall, copy_cpu_MBps=mb / cpu)
+    # Each command runs cli_reps times, interleaved with the others (cp, encrypt, decrypt, openssl
+    # enc), so that the host's drift within a round reaches all of them alike. Wall MB/s is the
+    # median over the repetitions; CPU and user MB/s are over their sums, since the kernel samples
+    # the user/system split at the tick and one 256 MiB run takes only a few ticks of user time.
+    # Every repetition's seconds are kept in "reps".
+    commands = [
+        ("copy", ["cp", plain, copy]),  # the file-to-file limit without any cipher
+        ("cli_encrypt", [mamfs, "encrypt", plain, "--account", UPN, "-o", enc, "--state", state]),
+        ("cli_decrypt", [mamfs, "decrypt", enc, "-o", dec, "--state", state]),
+        ("openssl_ctr", ["openssl", "enc", "-aes-256-ctr", "-K", "00" * 32, "-iv", "00" * 16, "-in", plain, "-out", ctr]),
+    ]
+    reps = []
+    for _ in range(cfg["cli_reps"]):
+        for p in (enc, dec, ctr, copy):
+            if os.path.exists(p):
+                os.unlink(p)
+        rep = {}
+        for name, cmd in commands:
+            rep[name] = dict(zip(("wall_s", "cpu_s", "user_s"), cpu_timed(CLI_CPUS + cmd)))
+            if name == "cli_decrypt" and not filecmp_equal(plain, dec):
+                raise RuntimeError("mamfs decrypt did not give back the plaintext")
+        reps.append(rep)
     for p in (enc, dec, ctr, copy):
         os.unlink(p)
+    res = {}
+    for name, _ in commands:
+        walls = [r[name]["wall_s"] for r in reps]
+        res[f"{name}_MBps"] = statistics.median(mb / w for w in walls)
+        res[f"{name}_cpu_MBps"] = mb * len(reps) / sum(r[name]["cpu_s"] for r in reps)
+        user = sum(r[name]["user_s"] for r in reps)
+        if user > 0:
+            res[f"{name}_user_MBps"] = mb * len(reps) / user
+    res["reps"] = reps
     res["openssl_gcm16k_MBps"] = openssl_speed(16384)
     res["openssl_gcm4k_MBps"] = openssl_speed(4096)
     res["openssl_gcm4k_aead_MBps"] = openssl_speed(4096, aead=True)
@@ -432,10 +446,13 @@ def machine(workdir):
 
 
 def build_mamfs():
+    """The binary `make install` installs: release, Swift runtime linked in statically (the
+    shared runtime's symbol binding adds about 8 ms to every command's start)."""
     scratch = os.environ.get("MAMFS_BENCH_SCRATCH", "/tmp/build-bench-rel")
     swift = shutil.which("swift") or "/opt/swift/usr/bin/swift"
-    run([swift, "build", "-c", "release", "--scratch-path", scratch, "--product", "mamfs"], cwd=REPO)
-    out = subprocess.run([swift, "build", "-c", "release", "--scratch-path", scratch, "--show-bin-path"],
+    flags = ["-c", "release", "--static-swift-stdlib", "--scratch-path", scratch]
+    run([swift, "build"] + flags + ["--product", "mamfs"], cwd=REPO)
+    out = subprocess.run([swift, "build"] + flags + ["--show-bin-path"],
                          cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
     return os.path.join(out, "mamfs")
 
