@@ -42,12 +42,11 @@ soak: deps
 BENCH_PACKAGES := gocryptfs securefs cryfs bindfs fio rclone e2fsprogs mount
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: deps
+bench: deps build-static
 	@Tools/install-missing-packages.sh "make bench" $(BENCH_PACKAGES)
 	@python3 -c 'import matplotlib' 2>/dev/null || \
 	  python3 -m pip install -q matplotlib || \
 	  python3 -m pip install -q --break-system-packages matplotlib
-	$(SWIFT) build $(STATIC_FLAGS) --product mamfs
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
 	$$sudo python3 Tools/bench/run.py --mamfs "$(STATIC_BIN)" $(BENCH_FLAGS)
 
@@ -56,9 +55,8 @@ bench: deps
 # BENCH_WEBDAV_ARGS="TREE ROUNDS" to change them, MAMFS_BENCH_ACCOUNT=unmanaged for plain files.
 BENCH_WEBDAV_ARGS ?=
 .PHONY: bench-webdav
-bench-webdav: deps
+bench-webdav: deps build-static
 	@Tools/install-missing-packages.sh "make bench-webdav" rclone apache2 apache2-utils curl
-	$(SWIFT) build $(STATIC_FLAGS) --product mamfs
 	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
 	$$sudo Tools/bench/webdav-first-sync.sh "$(STATIC_BIN)" $(BENCH_WEBDAV_ARGS)
 
