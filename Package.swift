@@ -13,9 +13,12 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
-        // HTTP(S) for the WebDAV remote store, and the XML of its PROPFIND replies.
-        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
-                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        // HTTP(S) for the WebDAV remote store, and the XML of its PROPFIND replies. libcurl's
+        // headers only (they are on the compiler's multiarch include path; no pkgConfig, whose
+        // -lcurl would load libcurl and its thirty dependencies at every start of mamfs):
+        // CCurlLoader loads the library with dlopen the first time the remote needs it.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "CCurlLoader", dependencies: ["CCurl"]),
         .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", pkgConfig: "libxml-2.0",
                        providers: [.apt(["libxml2-dev"])]),
         // libxml2 behind an opaque C interface (its headers cannot be imported next to Foundation's).
@@ -27,7 +30,7 @@ let package = Package(
         .target(name: "CFuseTransport", dependencies: ["CFuse"]),
         .target(name: "MAMSystem", dependencies: ["CSystem"]),
         .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem", "MAMSystem"]),
-        .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem", "CCurl", "CXMLTree"]),
+        .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem", "CCurl", "CCurlLoader", "CXMLTree"]),
         // Session-bus signals and desktop notifications (libdbus-1, the reference implementation).
         .systemLibrary(name: "CDBus", path: "Sources/CDBus", pkgConfig: "dbus-1",
                        providers: [.apt(["libdbus-1-dev"])]),

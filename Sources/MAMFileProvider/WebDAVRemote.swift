@@ -50,7 +50,8 @@ public struct WebDAVRemote: RemoteStore {
     ///   - caFile: a PEM CA bundle to trust besides the system's, nil for the system's only.
     ///   - log: receives one line per skipped item (defaults to stderr); never a password.
     /// - Throws: `MAMError.invalidArguments` for a URL that is not http(s), holds credentials,
-    ///   or is plain http to a host that is not loopback.
+    ///   or is plain http to a host that is not loopback; `MAMError.internalError` when libcurl
+    ///   cannot be loaded.
     public init(baseURL: String, credentials: RemoteCredentials?, caFile: String? = nil,
                 log: (@Sendable (String) -> Void)? = nil) throws {
         let path = try DAVPath(baseURL: baseURL)
@@ -59,7 +60,7 @@ public struct WebDAVRemote: RemoteStore {
         }
         self.baseURL = baseURL
         self.path = path
-        self.client = HTTPClient(credentials: credentials, caFile: caFile)
+        self.client = try HTTPClient(credentials: credentials, caFile: caFile)
         self.log = log ?? { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
     }
 

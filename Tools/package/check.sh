@@ -96,6 +96,14 @@ for name in $needed; do
     grep -qx "$owner" <<<"$depends" || fail "$name ($library) belongs to $owner, which is not in Depends"
 done
 ok "libraries: each one the binary needs ($(echo $needed)) belongs to a package in Depends"
+# libcurl is not among them: the WebDAV remote loads it with dlopen on first use (CCurlLoader).
+grep -q "libcurl" <<<"$needed" && fail "the binary names libcurl as NEEDED (it should load it on first use)"
+curl_library=$(ldconfig -p | awk '$1 == "libcurl.so.4" { print $NF; exit }')
+[[ -n $curl_library ]] || fail "ldconfig knows no libcurl.so.4"
+owner=$(dpkg -S "$(readlink -f "$curl_library")" 2>/dev/null || dpkg -S "$curl_library" 2>/dev/null) || fail "no package owns $curl_library"
+owner=${owner%%:*}
+grep -qx "$owner" <<<"$depends" || fail "libcurl.so.4 ($curl_library, loaded on first use) belongs to $owner, which is not in Depends"
+ok "libcurl.so.4, loaded on first use, belongs to $owner in Depends"
 [[ $(env -i PATH=/usr/bin:/bin "$mamfs" --version) == "mamfs $version" ]] || fail "installed mamfs --version"
 ok "installed: mamfs --version prints 'mamfs $version' with an empty environment"
 

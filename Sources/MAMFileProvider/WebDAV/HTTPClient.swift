@@ -1,4 +1,5 @@
 import CCurl
+import CCurlLoader
 import Foundation
 import MAMProtection
 
@@ -70,16 +71,26 @@ final class HTTPClient: @unchecked Sendable {
     private let caFile: String?
     private let lock = NSLock()
     private var idle: [OpaquePointer] = []
-    private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
-
-    init(credentials: RemoteCredentials?, caFile: String?) {
-        _ = HTTPClient.globalInit
+    /// - Throws: `MAMError.internalError` naming the reason when libcurl (libcurl.so.4, the
+    ///   libcurl4 package) cannot be loaded or initialised; it is loaded on first use.
+    init(credentials: RemoteCredentials?, caFile: String?) throws {
+        try HTTPClient.loadLibcurl()
         self.credentials = credentials
         self.caFile = caFile
     }
 
+    /// Loads libcurl once per process (`mamfs_curl_load`).
+    /// - Throws: `MAMError.internalError` with the dynamic loader's reason.
+    static func loadLibcurl() throws {
+        var reason = [CChar](repeating: 0, count: 512)
+        guard mamfs_curl_load(&reason, reason.count) == 0 else {
+            let text = reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw MAMError.internalError("the WebDAV remote needs libcurl (the libcurl4 package), which cannot be loaded: \(text)")
+        }
+    }
+
     deinit {
-        for handle in idle { curl_easy_cleanup(UnsafeMutableRawPointer(handle)) }
+        for handle in idle { mamfs_curl_easy_cleanup(UnsafeMutableRawPointer(handle)) }
     }
 
     /// Sends `request` and waits for the whole reply.
@@ -89,13 +100,13 @@ final class HTTPClient: @unchecked Sendable {
         let curl = UnsafeMutableRawPointer(handle)
         var keep = true
         defer {
-            if keep { checkin(handle) } else { curl_easy_cleanup(curl) }
+            if keep { checkin(handle) } else { mamfs_curl_easy_cleanup(curl) }
         }
         let transfer = Transfer(request: request)
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headerList) }
-        for line in request.headers { headerList = curl_slist_append(headerList, line) }
+        defer { mamfs_curl_slist_free_all(headerList) }
+        for line in request.headers { headerList = mamfs_curl_slist_append(headerList, line) }
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
 
         let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errors in
@@ -142,12 +153,12 @@ final class HTTPClient: @unchecked Sendable {
                 set(mamfs_curl_setopt_pointer(curl, CURLOPT_READDATA, context))
             }
             guard ok else { return CURLE_FAILED_INIT }
-            return curl_easy_perform(curl)
+            return mamfs_curl_easy_perform(curl)
         }
         guard code == CURLE_OK else {
             keep = false
             let written = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let detail = written.isEmpty ? String(cString: curl_easy_strerror(code)) : written
+            let detail = written.isEmpty ? String(cString: mamfs_curl_easy_strerror(code)) : written
             if let local = transfer.localError { throw HTTPTransportError.failed(local) }
             switch code {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_OPERATION_TIMEDOUT,
@@ -164,10 +175,10 @@ final class HTTPClient: @unchecked Sendable {
 
     private func checkout() -> OpaquePointer? {
         if let handle = lock.withLock({ idle.popLast() }) {
-            curl_easy_reset(UnsafeMutableRawPointer(handle))
+            mamfs_curl_easy_reset(UnsafeMutableRawPointer(handle))
             return handle
         }
-        return curl_easy_init().map { OpaquePointer($0) }
+        return mamfs_curl_easy_init().map { OpaquePointer($0) }
     }
 
     private func checkin(_ handle: OpaquePointer) {
@@ -175,7 +186,7 @@ final class HTTPClient: @unchecked Sendable {
             if idle.count < 8 { idle.append(handle); return nil }
             return handle
         }
-        if let extra { curl_easy_cleanup(UnsafeMutableRawPointer(extra)) }
+        if let extra { mamfs_curl_easy_cleanup(UnsafeMutableRawPointer(extra)) }
     }
 }
 
