@@ -50,10 +50,11 @@ enum ProtectCommands {
         try CommandAudit.requireAllowed(context, action: "protect", names: [account])
         var exitCode = ExitCode.ok
         let checked = CommandAudit.declassifyIsChecked(context)
+        let mounts = BackingPath.current()
         for path in arguments.positionals {
             let progress = ProgressLine(prefix: "mamfs: protect: \(path): ")
             do {
-                let backing = BackingPath.forFileVerb(path)
+                let backing = mounts.forFileVerb(path)
                 context.complianceSite = complianceSite(of: backing)
                 let oldOwner = try? context.files.protectionInfo(path: backing)
                 let action = isDeclassification(from: oldOwner, to: accountId, in: context) ? "declassify" : "protect"
@@ -86,9 +87,10 @@ enum ProtectCommands {
         let context = try invocation.openContext()
         var exitCode = ExitCode.ok
         var infos: [FileProtectionInfo] = []
+        let mounts = BackingPath.current()
         for path in arguments.positionals {
             do {
-                let info = try attempt(path) { try context.files.info(path: BackingPath.forFileVerb(path)) }
+                let info = try attempt(path) { try context.files.info(path: mounts.forFileVerb(path)) }
                 infos.append(FileProtectionInfo(path: path, owner: info.owner, encrypted: info.encrypted, size: info.size,
                                                 storedSize: info.storedSize, isDirectory: info.isDirectory))
             } catch let failure as CommandFailure {
@@ -128,13 +130,15 @@ enum ProtectCommands {
         if output == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
         let accountId = try resolve(account, in: context)
-        context.complianceSite = complianceSite(of: BackingPath.forFileVerb(path))
+        let mounts = BackingPath.current()
+        let source = mounts.forFileVerb(path)
+        context.complianceSite = complianceSite(of: source)
         try attempt(path) {
             if output == "-" {
-                try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId, toStream: STDOUT_FILENO)
+                try context.files.encryptFile(path: source, forAccountId: accountId, toStream: STDOUT_FILENO)
             } else {
-                try context.files.encryptFile(path: BackingPath.forFileVerb(path), forAccountId: accountId,
-                                              output: output.map(BackingPath.forFileVerb))
+                try context.files.encryptFile(path: source, forAccountId: accountId,
+                                              output: output.map(mounts.forFileVerb))
             }
         }
         return ExitCode.ok
@@ -145,7 +149,8 @@ enum ProtectCommands {
         let copy = arguments.value("-o")
         if copy == "" { throw UsageError("-o needs a file name") }
         let context = try invocation.openContext()
-        let target = BackingPath.forFileVerb(path)
+        let mounts = BackingPath.current()
+        let target = mounts.forFileVerb(path)
         context.complianceSite = complianceSite(of: target)
         let owner = try? context.files.protectionInfo(path: target)
         let audited = try CommandAudit.requireDeclassifyAllowed(context, action: "decrypt", owners: [(target, owner)],
@@ -154,7 +159,7 @@ enum ProtectCommands {
             if copy == "-" {
                 try context.files.decryptFile(path: target, toStream: STDOUT_FILENO)
             } else {
-                try context.files.decryptFile(path: target, toCopyPath: copy.map(BackingPath.forFileVerb))
+                try context.files.decryptFile(path: target, toCopyPath: copy.map(mounts.forFileVerb))
             }
         }
         if !audited { CommandAudit.record(context, action: "decrypt", path: CommandAudit.absolute(target), owner: owner) }
