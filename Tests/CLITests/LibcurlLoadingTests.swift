@@ -6,7 +6,8 @@ import MAMTestSupport
 /// mamfs. The dynamic loader says which libraries it looks for under LD_DEBUG=libs.
 @Suite("CLI: libcurl is loaded on first use")
 struct LibcurlLoadingTests {
-    /// The libraries the dynamic loader looked for while `arguments` ran (LD_DEBUG=libs).
+    /// Runs `arguments` with LD_DEBUG=libs: stderr also lists the libraries the dynamic
+    /// loader looked for ("find library=NAME").
     private func librariesSought(_ sandbox: Sandbox, _ arguments: [String], withState: Bool = true) throws -> (ProcessResult, String) {
         let result = try sandbox.run(arguments, withState: withState, environment: ["LD_DEBUG": "libs"])
         return (result, result.err)

@@ -5,7 +5,7 @@
 
 /* libcurl, loaded with dlopen the first time the WebDAV remote needs it rather than at every
    start of mamfs: libcurl and the thirty libraries it depends on cost a command that never
-   speaks HTTP about 5 ms of dynamic linking (docs/PERFORMANCE.md). */
+   speaks HTTP about 6 ms of dynamic linking (docs/PERFORMANCE.md). */
 
 /* Loads libcurl.so.4 and runs curl_global_init, once per process (thread-safe). Returns 0 when
    libcurl is usable; otherwise -1 with the reason (the dynamic loader's message, or the
