@@ -6,7 +6,8 @@ set -euo pipefail
 label="$1"; shift
 missing=()
 for package in "$@"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null) || status=""
+    [[ $status == *"install ok installed"* ]] || missing+=("$package")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 sudo=""; [[ "$(id -u)" -eq 0 ]] || sudo="sudo"

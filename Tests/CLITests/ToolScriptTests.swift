@@ -32,6 +32,49 @@ struct ToolScriptTests {
         #expect(!FuseMounts.isMounted(demoDirectory + "/mnt") && !FuseMounts.isMounted(demoDirectory + "/cloud"))
     }
 
+    /// The shell scripts of the repository: every `*.sh` under Tools/ and the CI entry point.
+    static func shellScripts() -> [String] {
+        let tools = InstalledTree.repository + "/Tools"
+        let found = (FileManager.default.enumerator(atPath: tools)?.allObjects as? [String] ?? [])
+            .filter { $0.hasSuffix(".sh") }.map { tools + "/" + $0 }
+        return (found + [InstalledTree.repository + "/.ci/run"]).sorted()
+    }
+
+    /// The commands of `text` after a pipe (`|`, not `||`) whose reader may stop before its writer
+    /// is done: `head`, `grep -q/-m/-l` (and their long forms), `awk` with `exit`, `sed` with `q`.
+    /// Under `set -o pipefail` the writer then dies of SIGPIPE once its output outgrows the pipe's
+    /// buffer and the whole pipeline fails with 141, which depends on the output's size and timing.
+    static func earlyExitingReaders(_ text: String) -> [String] {
+        let joined = text.replacingOccurrences(of: "\\\n", with: " ")
+        let reader = #"(?<![|])[|](?![|])\s*(head\b[^|;&]*|grep\s+(-[A-Za-z]*[qml][A-Za-z]*|--quiet|--silent|--max-count|--files-with-matches)[^|;&]*|awk\b[^'|]*'[^']*\bexit\b|sed\b[^|;&]*[0-9/$]q\b[^|;&]*)"#
+        guard let expression = try? NSRegularExpression(pattern: reader) else { return ["the pattern does not compile"] }
+        return joined.split(separator: "\n").map(String.init)
+            .filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("#") }
+            .filter { expression.firstMatch(in: $0, range: NSRange($0.startIndex..., in: $0)) != nil }
+    }
+
+    @Test("a writer piped into `head` or `grep -q` under pipefail fails the pipeline with 141 once its output outgrows the pipe")
+    func pipefailSigpipe() throws {
+        let script = "set -o pipefail; seq 1 200000 | head -n 1 >/dev/null; echo head=$?; "
+            + "seq 1 200000 | grep -q '^1$'; echo grep=$?; "
+            + "grep -q '^1$' <<<\"$(seq 1 200000)\"; echo herestring=$?; seq 1 200000 | sed -n 1p >/dev/null; echo sed=$?"
+        let result = try runProcess("/bin/bash", ["-c", script], environment: testEnvironment())
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out == "head=141\ngrep=141\nherestring=0\nsed=0\n")
+        #expect(Self.earlyExitingReaders("a | head -6\nb | grep -qx mount\nc | awk '{ print; exit }'\nd | sed 1q\ne | grep -E x\nf || head\n# g | head\nh | sed -n 1,6p\ni | \\\n  head -1")
+                == ["a | head -6", "b | grep -qx mount", "c | awk '{ print; exit }'", "d | sed 1q", "i |    head -1"])
+    }
+
+    @Test("no script of the repository pipes into a reader that stops early (head, grep -q, awk exit): under pipefail that fails by output size")
+    func noEarlyExitingReaders() throws {
+        let scripts = Self.shellScripts()
+        #expect(scripts.count >= 10, "\(scripts)")
+        for script in scripts {
+            let text = try String(contentsOfFile: script, encoding: .utf8)
+            #expect(Self.earlyExitingReaders(text) == [], "\(script)")
+        }
+    }
+
     @Test("the WebDAV first-sync bench is executable, parses (bash -n) and says how it is run")
     func webdavBenchParses() throws {
         let script = Self.tool("bench/webdav-first-sync.sh")

@@ -42,10 +42,10 @@ mount_kind() {
 
 # daemon_pid MOUNTPOINT: the pid of the `mamfs mount` daemon serving it (from /proc/PID/cmdline).
 daemon_pid() {
-    local dir
+    local dir arguments
     for dir in /proc/[0-9]*; do
-        if tr '\0' '\n' < "$dir/cmdline" 2>/dev/null | grep -qx -- "$1" &&
-           tr '\0' '\n' < "$dir/cmdline" 2>/dev/null | grep -qx mount; then
+        arguments=$(tr '\0' '\n' 2>/dev/null < "$dir/cmdline") || continue
+        if grep -qx -- "$1" <<<"$arguments" && grep -qx mount <<<"$arguments"; then
             echo "${dir#/proc/}"
             return 0
         fi

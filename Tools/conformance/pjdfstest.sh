@@ -12,6 +12,6 @@ status=0
 # prove's summary: "Files=238, Tests=8798, ..." and "Result: PASS"; failures are listed above it.
 grep -E '^(Files=|Result:)' "$log" | sed "s|^|pjdfstest $(basename "$(dirname "$mountpoint")"): |"
 if [[ $status -ne 0 ]]; then
-    sed -n '/^Test Summary Report/,$p' "$log" | head -40 >&2
+    sed -n '/^Test Summary Report/,$p' "$log" | sed -n 1,40p >&2
 fi
 exit $status

@@ -89,7 +89,7 @@ cleanup() {
     return 0
 }
 trap cleanup EXIT
-if [[ $fs == mamfs ]]; then version="mamfs $("$MAMFS" --version)"; else version="gocryptfs $(gocryptfs -version | head -n 1)"; fi
+if [[ $fs == mamfs ]]; then version="mamfs $("$MAMFS" --version)"; else version="gocryptfs $(gocryptfs -version | sed -n 1p)"; fi
 note "./check ${check_args[*]} ($version, results in $WORK/results-$fs)"
 started=$(date +%s)
 status=0

@@ -10,7 +10,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 mamfs="$1"; seconds="$2"; work="${3:-/tmp/mamfs-fuzz}"
 mkdir -p "$work/corpus" "$work/crashes"
 bin="$work/fuzz-format"
-if [ ! -x "$bin" ] || [ -n "$(find "$root/Sources/MAMProtection" "$root/Sources/MAMSystem" "$root/Tools/fuzz" -newer "$bin" -name '*.swift' | head -1)" ]; then
+if [ ! -x "$bin" ] || [ -n "$(find "$root/Sources/MAMProtection" "$root/Sources/MAMSystem" "$root/Tools/fuzz" -newer "$bin" -name '*.swift' -print -quit)" ]; then
   "$root/Tools/fuzz/build.sh" "$bin" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 2; }
 fi
 state="$work/state"

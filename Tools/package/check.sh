@@ -98,7 +98,9 @@ done
 ok "libraries: each one the binary needs ($(echo $needed)) belongs to a package in Depends"
 # libcurl is not among them: the WebDAV remote loads it with dlopen on first use (CCurlLoader).
 grep -q "libcurl" <<<"$needed" && fail "the binary names libcurl as NEEDED (it should load it on first use)"
-curl_library=$(ldconfig -p | awk '$1 == "libcurl.so.4" { print $NF; exit }')
+# awk reads the whole list (no early exit): under pipefail a reader that stops early would
+# kill ldconfig with SIGPIPE once its output outgrows the pipe, failing the check.
+curl_library=$(awk '$1 == "libcurl.so.4" && !found { print $NF; found = 1 }' <<<"$(ldconfig -p)")
 [[ -n $curl_library ]] || fail "ldconfig knows no libcurl.so.4"
 owner=$(dpkg -S "$(readlink -f "$curl_library")" 2>/dev/null || dpkg -S "$curl_library" 2>/dev/null) || fail "no package owns $curl_library"
 owner=${owner%%:*}
@@ -122,7 +124,8 @@ printf '%s\n' "$phrase" > "$mountpoint/note.txt"
 [[ $(cat "$mountpoint/note.txt") == "$phrase" ]] || fail "the file does not read back through the mount"
 grep -q "$phrase" "$backing/note.txt" && fail "the backing file holds the plaintext"
 [[ $(getfattr --only-values -n user.mam.owner "$mountpoint/note.txt") == "$account" ]] || fail "user.mam.owner is not $account"
-run "$mamfs" info --json "$backing/note.txt" --state "$state" | grep -q '"encrypted" : true' || fail "info does not say encrypted"
+info=$(run "$mamfs" info --json "$backing/note.txt" --state "$state") || fail "info exits non-zero"
+grep -q '"encrypted" : true' <<<"$info" || fail "info does not say encrypted"
 run "$mamfs" unmount "$mountpoint" || fail "the installed mamfs did not unmount"
 grep -q " $mountpoint " /proc/mounts && fail "still mounted after unmount"
 ok "mount: the installed helper and mamfs mounted $backing, the file reads back, is encrypted and owned by $account, unmounted"
