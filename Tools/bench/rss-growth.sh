@@ -27,20 +27,12 @@ taskset -c 0 ${MAMFS_WRAPPER:-} "$MAMFS" mount "$WORK/backing" "$WORK/mnt" -f --
 PID=$!
 for _ in $(seq 100); do mountpoint -q "$WORK/mnt" && break; sleep 0.1; done
 mountpoint -q "$WORK/mnt" || { echo "mount failed" >&2; cat "$WORK/daemon.log" >&2; exit 1; }
-if [[ $RW == small ]]; then
-    python3 - "$WORK/tree.tar" <<'PY'
-import os, random, sys, tarfile, tempfile
-rng = random.Random(6)
-with tempfile.TemporaryDirectory(dir=os.path.dirname(sys.argv[1])) as tmp:
-    for i in range(5000):
-        os.makedirs(os.path.join(tmp, "tree", f"d{i % 50:03}"), exist_ok=True)
-        with open(os.path.join(tmp, "tree", f"d{i % 50:03}", f"f{i:05}.bin"), "wb") as f:
-            f.write(rng.randbytes(rng.randint(1024, 16384)))
-    with tarfile.open(sys.argv[1], "w") as tar:
-        tar.add(os.path.join(tmp, "tree"), arcname="tree")
-PY
-fi
+# The bench's own tree (run.py's make_tree_tarball), in 50 directories.
+[[ $RW == small ]] && PYTHONPATH="$(dirname "$0")" python3 -c \
+    'import sys, run; run.make_tree_tarball(sys.argv[1], 5000, 50)' "$WORK/tree.tar"
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# status FIELD: the daemon's FIELD from /proc/PID/status (kB for memory, a count for Threads).
+status() { awk -v field="$1:" '$1 == field { print $2 }' /proc/$PID/status; }
 for i in $(seq "$ITERATIONS"); do
     if [[ $RW == small ]]; then
         mkdir "$WORK/mnt/small"; drop
@@ -49,17 +41,14 @@ for i in $(seq "$ITERATIONS"); do
         taskset -c 0 find "$WORK/mnt/small" -type f -exec cat {} + > /dev/null; drop
         taskset -c 0 rm -rf "$WORK/mnt/small"
         printf 'iteration %d: small files  VmRSS %s kB  RssAnon %s kB  RssFile %s kB  threads %s  fds %s\n' "$i" \
-            "$(awk '/^VmRSS/ {print $2}' /proc/$PID/status)" "$(awk '/^RssAnon/ {print $2}' /proc/$PID/status)" \
-            "$(awk '/^RssFile/ {print $2}' /proc/$PID/status)" "$(awk '/^Threads/ {print $2}' /proc/$PID/status)" \
-            "$(ls /proc/$PID/fd | wc -l)"
+            "$(status VmRSS)" "$(status RssAnon)" "$(status RssFile)" "$(status Threads)" "$(ls /proc/$PID/fd | wc -l)"
         continue
     fi
     dd if=/dev/urandom of="$WORK/mnt/f" bs=1M count=64 conv=fsync status=none
-    sync; echo 3 > /proc/sys/vm/drop_caches
+    drop
     iops=$(taskset -c 0 fio --name=x --filename="$WORK/mnt/f" --size=64m --bs=4k --rw="$RW" --ioengine=psync \
         --invalidate=1 --fallocate=none --time_based --runtime=4 --output-format=terse | cut -d';' -f8,49)
     rm -f "$WORK/mnt/f"
     printf 'iteration %d: iops(read;write) %s  VmRSS %s kB  RssAnon %s kB  RssFile %s kB  fds %s\n' "$i" "$iops" \
-        "$(awk '/^VmRSS/ {print $2}' /proc/$PID/status)" "$(awk '/^RssAnon/ {print $2}' /proc/$PID/status)" \
-        "$(awk '/^RssFile/ {print $2}' /proc/$PID/status)" "$(ls /proc/$PID/fd | wc -l)"
+        "$(status VmRSS)" "$(status RssAnon)" "$(status RssFile)" "$(ls /proc/$PID/fd | wc -l)"
 done
