@@ -44,9 +44,11 @@ extension OverlayFilesystem {
 
     /// The value of `name` (`size` 0: its size). The virtual attributes answer from the header
     /// or the directory's tag; the rest are the backing object's.
-    /// - Throws: ENODATA (absent or reserved), ERANGE (larger than `size`).
+    /// - Throws: ENODATA (absent or reserved), EOPNOTSUPP (an `UnkeptAttribute`: ACLs, security
+    ///   labels), ERANGE (larger than `size`).
     func getxattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, size: Int, caller: Caller) throws -> XattrReply {
         let inode = try node(nodeid, for: .readXattr, by: caller)
+        if UnkeptAttribute.contains(cName: name) { throw FilesystemError(code: EOPNOTSUPP) }
         if isReserved(name) { throw FilesystemError(code: ENODATA) }
         if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
             guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
@@ -60,7 +62,7 @@ extension OverlayFilesystem {
     /// it is a file or directory with a non-empty owner (a work file, a directory tagged for an
     /// account; so `getfattr -d` and file managers show them, and cp -a / rsync -X copy the
     /// owner with the file), then the backing object's own names without the ones mamfs keeps
-    /// to itself (a directory's raw owner tag, the mount kind's reserved names). An untagged or
+    /// to itself (a directory's raw owner tag, the mount kind's reserved names, `UnkeptAttribute`s). An untagged or
     /// unmanaged-tagged object lists no mamfs name, so a copy of a personal file never carries
     /// an owner.
     /// - Throws: ERANGE when the list is larger than `size` (`size` 0 asks for its length).
@@ -73,7 +75,7 @@ extension OverlayFilesystem {
         }
         for name in try backingAttributeNames(inode.procPath) {
             if own.contains(where: { $0.elementsEqual(name) }) { continue }
-            if name.withUnsafeBytes({ hooks.isReservedAttribute($0) }) { continue }
+            if name.withUnsafeBytes({ hooks.isReservedAttribute($0) || UnkeptAttribute.contains($0) }) { continue }
             names += name
             names.append(0)
         }
@@ -104,7 +106,8 @@ extension OverlayFilesystem {
     /// are not re-protected, an encrypted file stays encrypted); a plain work file whose owner's
     /// policy now requires encryption is still encrypted by it. Writing `user.mam.encrypted`:
     /// see `setEncrypted`.
-    /// - Throws: EPERM for reserved names; `setEncrypted`'s and `protect`'s errors.
+    /// - Throws: EPERM for reserved names; EOPNOTSUPP for an `UnkeptAttribute` (ACLs, security
+    ///   labels); `setEncrypted`'s and `protect`'s errors.
     func setxattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32, caller: Caller) throws {
         let inode = try node(nodeid, for: .changeXattr, by: caller)
         if isNamed(name, OverlayFilesystem.encryptedAttribute) {
@@ -112,6 +115,7 @@ extension OverlayFilesystem {
             try setEncrypted(inode, to: valueText(value), caller: caller)
             return
         }
+        if UnkeptAttribute.contains(cName: name) { throw FilesystemError(code: EOPNOTSUPP) }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
         if isNamed(name, OverlayFilesystem.ownerAttribute) {
             let owner = valueText(value)
@@ -177,7 +181,7 @@ extension OverlayFilesystem {
     /// (a file: the owner a new file in its directory gets; a directory: its parent's), so tools
     /// that make a copy's attribute list match the original's (rsync -X) work; otherwise EPERM.
     /// - Throws: ENODATA for the mamfs attributes of an untagged object; EPERM as above and for
-    ///   reserved names.
+    ///   reserved names; EOPNOTSUPP for an `UnkeptAttribute`.
     func removexattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, caller: Caller) throws {
         let inode = try node(nodeid, for: .changeXattr, by: caller)
         if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
@@ -188,6 +192,7 @@ extension OverlayFilesystem {
             guard current == (try ownerWithoutOwnTag(inode)) else { throw FilesystemError(code: EPERM) }
             return
         }
+        if UnkeptAttribute.contains(cName: name) { throw FilesystemError(code: EOPNOTSUPP) }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
         try ExtendedAttributes(path: inode.procPath).remove(cName: name)
     }
