@@ -247,6 +247,17 @@ def round_ratios(results, variant):
     return out
 
 
+def steal_per_round(results):
+    """'r1: 0.4%, r2: 5.1%, ...' from the /proc/stat counters run.py keeps per round ('?' for a
+    round without them: results of an older run.py, or a round that did not finish)."""
+    parts = []
+    for l in results["loadavg"]:
+        start, end = l.get("cpu_start"), l.get("cpu_end")
+        total = end[0] - start[0] if start and end else 0
+        parts.append(f"r{l['round']}: " + (f"{100 * (end[1] - start[1]) / total:.1f}%" if total > 0 else "?"))
+    return ", ".join(parts)
+
+
 def write_report(results, data, path):
     m = results["machine"]
     cfg = results["config"]
@@ -261,7 +272,9 @@ def write_report(results, data, path):
                f"{cfg['smallw_count']} x 512 B writes; CLI file {cfg['cli_mib']} MiB on /dev/shm"
                + (f"; mamfs-poll: -o busy_poll={cfg['busy_poll_us']}" if "busy_poll_us" in cfg else ""))
     loads = ", ".join(f"r{l['round']}: {l['start']} -> {l.get('end', '?')}" for l in results["loadavg"])
-    out.append(f"- Load average (1/5/15 min) per round: {loads}")
+    out.append(f"- Load average (1/5/15 min) per round: {loads}. It counts the bench's own threads waiting in "
+               "the kernel, so it does not say whether the machine was otherwise idle; steal time does")
+    out.append(f"- Steal time per round (the share of the VM's CPU time the host gave to others): {steal_per_round(results)}")
     for s in results.get("setup", []):
         out.append(f"- {s['mount']} ({s['placement']}): {s['setup']}")
     skipped = {(s["placement"], s["mount"]): s["reason"] for s in results.get("skipped", [])}

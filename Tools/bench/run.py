@@ -95,6 +95,14 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+def cpu_counters():
+    """The VM's CPU time so far, all CPUs, in clock ticks: (total, steal). Steal is the time the
+    host ran something else while a vCPU of this machine was ready to run (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return [sum(fields[:8]), fields[7] if len(fields) > 7 else 0]
+
+
 def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -536,7 +544,7 @@ def main():
                     results["setup"].append(dict(mount=name, placement=placement, setup=m.setup_description()))
         log(f"mounted {len(active)} filesystems under {root}; load {loadavg()}")
         for rnd in range(1, cfg["rounds"] + 1):
-            results["loadavg"].append(dict(round=rnd, start=loadavg()))
+            results["loadavg"].append(dict(round=rnd, start=loadavg(), cpu_start=cpu_counters()))
             for m in (active if rnd % 2 == 1 else active[::-1]):
                 before = m.daemon_sample()
                 sample = dict(round=rnd, placement=m.placement, mount=m.name, loadavg=loadavg())
@@ -568,7 +576,7 @@ def main():
                     b.update(round=rnd, loadavg=loadavg())
                     results["cli_base"].append(b)
                     log(f"round {rnd} cli (baseline) " + " ".join(f"{k}={v:.0f}" for k, v in b.items() if isinstance(v, float)))
-            results["loadavg"][-1]["end"] = loadavg()
+            results["loadavg"][-1].update(end=loadavg(), cpu_end=cpu_counters())
     finally:
         teardown()
         results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")

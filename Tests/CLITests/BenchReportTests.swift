@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import MAMTestSupport
+
+/// Tools/bench/report.py's header: what it says about how busy the machine was.
+@Suite("Bench report: the machine's state per round")
+struct BenchReportTests {
+    /// A run.py results file of two rounds: round 1 with /proc/stat counters (2,000 ticks, 100
+    /// of them stolen), round 2 from a run.py that did not keep them.
+    static let results = """
+    {"started": "2026-12-03T20:00:00", "quick": false,
+     "config": {"rounds": 2, "seq_mib": 512, "files": 5000, "dirs": 100, "fio_mib": 256, "fio_seconds": 20,
+                "smallw_count": 131072, "cli_mib": 256, "cli_reps": 5},
+     "machine": {"cpu": "test CPU", "vcpus": 2, "mem_mib": 1024, "kernel": "6.18", "disk": "/dev/vda ext4", "versions": {}},
+     "mamfs": "mamfs", "baseline": null, "mounts": ["mamfs-enc", "securefs"], "placements": ["same"],
+     "samples": [{"round": 1, "placement": "same", "mount": "mamfs-enc", "small_ls_s": 0.3},
+                 {"round": 1, "placement": "same", "mount": "securefs", "small_ls_s": 0.4}],
+     "daemon": [], "cli": [], "cli_base": [], "skipped": [], "setup": [],
+     "loadavg": [{"round": 1, "start": "0.5 0.5 0.5", "end": "2.0 1.0 0.6", "cpu_start": [1000, 10], "cpu_end": [3000, 110]},
+                 {"round": 2, "start": "2.0 1.0 0.6", "end": "2.1 1.1 0.7"}]}
+    """
+
+    @Test("report.py prints each round's steal time from run.py's /proc/stat counters, ? for a round without them")
+    func stealPerRound() throws {
+        let directory = try TempDirectory(prefix: "mamfs-bench-report")
+        let path = directory.file("results.json")
+        try Data(Self.results.utf8).write(to: URL(fileURLWithPath: path))
+        let result = try runProcess("/usr/bin/env", ["python3", InstalledTree.repository + "/Tools/bench/report.py", path],
+                                    environment: testEnvironment())
+        #expect(result.status == 0, "\(result.err)")
+        let report = try String(contentsOfFile: directory.file("report.md"), encoding: .utf8)
+        let lines = report.split(separator: "\n").map(String.init)
+        #expect(lines.contains("- Steal time per round (the share of the VM's CPU time the host gave to others): r1: 5.0%, r2: ?"),
+                "\(report.prefix(1500))")
+    }
+
+    @Test("run.py's counters are the VM's total and steal ticks: steal never exceeds the total, and both only grow")
+    func counters() throws {
+        let script = """
+        import sys, time
+        sys.path.insert(0, sys.argv[1])
+        import run
+        a = run.cpu_counters(); time.sleep(0.2); b = run.cpu_counters()
+        print(len(a), 0 <= a[1] <= a[0], b[0] > a[0], b[1] >= a[1])
+        """
+        let result = try runProcess("/usr/bin/env", ["python3", "-c", script, InstalledTree.repository + "/Tools/bench"],
+                                    environment: testEnvironment())
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out == "2 True True True\n")
+    }
+}
