@@ -158,4 +158,13 @@ static inline int mamfs_peer_credentials(int fd, struct mamfs_peer_credentials *
     socklen_t length = sizeof(*out);
     return getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, out, &length);
 }
+
+/* getxattrat(2) (Linux 6.13+) of attribute `attribute` of `name` in `dirfd`, without following
+   a final symlink: the value's length, or -1 with errno (ENOSYS before 6.13, ENODATA, ERANGE). */
+struct mamfs_xattr_args { unsigned long long value; unsigned int size; unsigned int flags; };
+static inline long mamfs_getxattrat_nofollow(int dirfd, const char *name, const char *attribute, void *value, unsigned int size) {
+    struct mamfs_xattr_args args = { (unsigned long long)(unsigned long)value, size, 0 };
+    return syscall(464 /* SYS_getxattrat */, dirfd, name, 0x100 /* AT_SYMLINK_NOFOLLOW */, attribute, &args, sizeof(args));
+}
+
 #endif

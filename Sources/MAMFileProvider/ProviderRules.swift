@@ -50,10 +50,12 @@ public enum ProviderRules {
             try ProvidedCopyEncryption.encrypt(plain, forAccountId: owner, into: output, context: context)
             return
         }
-        let header = try ProtectedFileHeader(plainOwner: owner).encoded()
-        let written = header.withUnsafeBytes { pwrite(output, $0.baseAddress, $0.count, 0) }
-        guard written == header.count else { throw MAMError.fromErrno("write the header of a provided copy") }
-        try FileSystem.copyBytes(from: plain.fd, to: output, at: Int64(header.count))
+        let header = try ProtectedFileHeader(plainOwner: owner)
+        let bytes = header.encoded()
+        let written = bytes.withUnsafeBytes { pwrite(output, $0.baseAddress, $0.count, 0) }
+        guard written == bytes.count else { throw MAMError.fromErrno("write the header of a provided copy") }
+        HeaderHint.store(header, fd: output)
+        try FileSystem.copyBytes(from: plain.fd, to: output, at: Int64(bytes.count))
     }
 
     // MARK: Rule: canReceiveSharedFile before upload

@@ -19,6 +19,9 @@ final class Inode: @unchecked Sendable {
         var key: BackingKey
         /// Changed only under the exclusive content lock (reads need the shared one).
         var content: ContentState = .unknown
+        /// The backing file's header hint (`HeaderHint`) and the ctime it was read at: what
+        /// attribute replies use while `content` is unknown.
+        var hint: (summary: HeaderSummary, stamp: timespec)?
         var openCount = 0
         /// Set when the last link went away while no handle was open: the close in deinit
         /// frees the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
@@ -95,9 +98,35 @@ final class Inode: @unchecked Sendable {
         state.withLock { $0.encryptedReplacements.contains(key) }
     }
 
-    /// Drops the cached header and key (the backing file was rewritten in place).
+    /// Drops the cached header, key and hint (the backing file was rewritten in place).
     func invalidateCachedHeader() {
-        state.withLock { $0.content = .unknown }
+        state.withLock {
+            $0.content = .unknown
+            $0.hint = nil
+        }
+    }
+
+    /// The header hint read when the backing file's ctime was `ctime`; nil when none was.
+    func hint(ctime: timespec) -> HeaderSummary? {
+        state.withLock { state in
+            guard let hint = state.hint, hint.stamp.tv_sec == ctime.tv_sec, hint.stamp.tv_nsec == ctime.tv_nsec else { return nil }
+            return hint.summary
+        }
+    }
+
+    /// Records the header hint `summary`, read at ctime `stamp`.
+    func storeHint(_ summary: HeaderSummary, stamp: timespec) {
+        state.withLock { $0.hint = (summary, stamp) }
+    }
+
+    /// Forgets the hint and returns it when it was read at ctime `stamp` (to check it against
+    /// the header read at that ctime).
+    func takeHint(stamp: timespec) -> HeaderSummary? {
+        state.withLock { state in
+            defer { state.hint = nil }
+            guard let hint = state.hint, hint.stamp.tv_sec == stamp.tv_sec, hint.stamp.tv_nsec == stamp.tv_nsec else { return nil }
+            return hint.summary
+        }
     }
 
     var openCount: Int { state.withLock { $0.openCount } }

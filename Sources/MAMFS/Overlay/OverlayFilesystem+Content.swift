@@ -61,13 +61,44 @@ extension OverlayFilesystem {
         return parent.isEmpty ? rootPath : parent
     }
 
-    /// The header for attribute replies. Call with the content lock held (shared is enough).
+    /// The header of the backing file, whose ctime is `ctime`: the cached one while it is
+    /// current, else read. Call with the content lock held (shared is enough).
     func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
         if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached }
         let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         let header = try ProtectedFileHeader.read(fd: file.rawValue)
-        inode.storeHeader(header, stamp: ctime)
+        recordHeader(header, of: inode, stamp: ctime)
         return header
+    }
+
+    /// What an attribute reply needs of the header of the backing file whose ctime is
+    /// `ctime`: from the cached header while it is current, else from the file's header hint
+    /// (`HeaderHint`: an extended attribute, no read of the file's first block), else from
+    /// the header itself. Call with the content lock held (shared is enough).
+    func headerSummary(_ inode: Inode, ctime: timespec) throws -> HeaderSummary? {
+        if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached?.summary }
+        if let hinted = inode.hint(ctime: ctime) { return hinted }
+        if let hinted = HeaderHint.read(path: ProcessDescriptorPath.path(of: try inode.descriptor())) {
+            inode.storeHint(hinted, stamp: ctime)
+            return hinted
+        }
+        return try header(inode, ctime: ctime)?.summary
+    }
+
+    /// Keeps `header`, read from the backing file at ctime `stamp`, as the entry's. When an
+    /// attribute reply used a header hint read at that ctime which says otherwise (the file
+    /// was rewritten by another program), the hint is rewritten from the header and the
+    /// kernel's attributes of the entry are dropped, so the next stat shows the true size.
+    func recordHeader(_ header: ProtectedFileHeader?, of inode: Inode, stamp: timespec) {
+        inode.storeHeader(header, stamp: stamp)
+        guard let hinted = inode.takeHint(stamp: stamp), hinted != header?.summary, let fd = try? inode.descriptor() else { return }
+        HeaderHint.store(header, path: ProcessDescriptorPath.path(of: fd))
+        var after = stat()
+        if fstatat(fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
+            inode.storeHeader(header, stamp: after.st_ctim)
+        }
+        log("header hint of node \(inode.nodeid) did not match its header; rewritten")
+        attributesChanged?(inode.nodeid)
     }
 
     /// The file key for `header` (cached per entry and state generation).
@@ -91,10 +122,10 @@ extension OverlayFilesystem {
                 throw FilesystemError.current()
             }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
-            let header = try self.header(inode, ctime: st.st_ctim)
-            if hideWiped && self.isHidden(header) { throw FilesystemError(code: ENOENT) }
-            self.applyPlaintextSize(&st, header: header)
-            if header == nil, st.st_size == 0, let size = try self.hooks.placeholderSize(path: { try self.backingPath(inode) }) {
+            let summary = try self.headerSummary(inode, ctime: st.st_ctim)
+            if hideWiped && self.isHidden(owner: summary?.owner) { throw FilesystemError(code: ENOENT) }
+            self.applyPlaintextSize(&st, summary: summary)
+            if summary == nil, st.st_size == 0, let size = try self.hooks.placeholderSize(path: { try self.backingPath(inode) }) {
                 // A placeholder: the remote size; nothing is stored locally yet.
                 st.st_size = Int(size)
                 st.st_blocks = 0
@@ -108,9 +139,9 @@ extension OverlayFilesystem {
     /// shows its whole blocks: `ProtectedFileContent.visiblePlaintextSize`). st_blocks stays
     /// the backing file's allocation, as for any file: holes and space reserved past the end
     /// show in it the way they do on the backing filesystem.
-    func applyPlaintextSize(_ st: inout stat, header: ProtectedFileHeader?) {
-        guard let header else { return }
-        st.st_size = Int(ProtectedFileContent.visiblePlaintextSize(storedSize: Int64(st.st_size), header: header))
+    func applyPlaintextSize(_ st: inout stat, summary: HeaderSummary?) {
+        guard let summary else { return }
+        st.st_size = Int(ProtectedFileContent.visiblePlaintextSize(storedSize: Int64(st.st_size), summary: summary))
     }
 
     /// A plaintext view of an open file: the entry's header and key, or, when the entry was
@@ -128,7 +159,7 @@ extension OverlayFilesystem {
                 var st = stat()
                 guard fstat(handle.fd, &st) == 0 else { throw FilesystemError.current() }
                 header = try ProtectedFileHeader.read(fd: handle.fd)
-                inode.storeHeader(header, stamp: st.st_ctim)
+                recordHeader(header, of: inode, stamp: st.st_ctim)
             }
             let pinned = try requireOpenable(header, by: handle)
             if header?.isEncrypted == true && key == nil { key = try pinned ?? fileKey(inode, header: header) }

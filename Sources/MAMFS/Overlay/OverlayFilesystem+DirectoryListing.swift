@@ -67,17 +67,20 @@ extension OverlayFilesystem {
         return entries
     }
     private func ownerIsWiped(dirFD: Int32, name: UnsafePointer<CChar>) -> Bool {
+        if let hinted = HeaderHint.read(directoryFD: dirFD, name: name) { return isHidden(owner: hinted.owner) }
         guard let file = try? FileDescriptor.open(in: dirFD, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return false }
         return isHidden((try? ProtectedFileHeader.read(fd: file.rawValue)) ?? nil)
     }
     /// Starts reading the headers of the regular files among `entries` (one page each,
     /// POSIX_FADV_WILLNEED: asynchronous), so the lookups of a readdirplus reply find them in
     /// the page cache instead of waiting for one disk read after another. Files whose entry
-    /// already holds a header are skipped.
+    /// already holds a header are skipped, and so are files with a header hint, whose
+    /// lookups read no header (`headerSummary`): each advice is a disk request of its own.
     private func prefetchHeaders(_ dir: Inode, _ entries: ArraySlice<DirectoryEntry>) {
         let device = dir.key.device
         for entry in entries where entry.type == UInt8(DT_REG) {
             if let known = table.existing(BackingKey(device: device, inode: entry.ino)), known.hasCachedHeader { continue }
+            if HeaderHint.read(directoryFD: dir.fd, name: entry.name) != nil { continue }
             guard let file = try? FileDescriptor.open(in: dir.fd, entry.name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { continue }
             _ = posix_fadvise(file.rawValue, 0, off_t(ProtectedFileHeader.maximumLength), POSIX_FADV_WILLNEED)
         }

@@ -170,7 +170,7 @@ extension OverlayFilesystem {
                 var header: ProtectedFileHeader?
                 if inode.openCount == 0 {
                     header = try ProtectedFileHeader.read(fd: fd)
-                    inode.storeHeader(header, stamp: st.st_ctim)
+                    recordHeader(header, of: inode, stamp: st.st_ctim)
                 } else {
                     header = try self.header(inode, ctime: st.st_ctim)
                 }
@@ -185,7 +185,11 @@ extension OverlayFilesystem {
                         let owner = try newOwner ?? header?.owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
                         let (newHeader, newKey) = try newFileHeader(owner: owner)
                         guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
-                        if let newHeader { try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing() }
+                        if let newHeader {
+                            try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing()
+                        } else {
+                            HeaderHint.store(nil, fd: fd)
+                        }
                         header = newHeader
                         key = newKey
                     } else {

@@ -63,13 +63,20 @@ extension OverlayFilesystem {
     /// exclusive content lock.
     private func changeMetadataKeepingHeader(_ inode: Inode, _ handle: OpenFile?, _ changes: AttributeChanges) throws -> stat {
         var before = stat()
-        let known = fstatat(inode.fd, "", &before, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0
-            ? inode.currentContent(ctime: before.st_ctim) : .unknown
+        let statted = fstatat(inode.fd, "", &before, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0
+        // What the entry does not hold yet is read while the daemon still may: the header
+        // summary (from the hint, else the header) of a file whose header is not current.
+        if statted && inode.isRegular { _ = try? headerSummary(inode, ctime: before.st_ctim) }
+        let known = statted ? inode.currentContent(ctime: before.st_ctim) : .unknown
+        let hinted = statted ? inode.hint(ctime: before.st_ctim) : nil
         try applyMetadata(inode, handle, changes)
         var after = stat()
-        if case .known(let header, _, _, _) = known,
-           fstatat(inode.fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
-            inode.storeHeader(header, stamp: after.st_ctim)
+        if statted, fstatat(inode.fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
+            if case .known(let header, _, _, _) = known {
+                inode.storeHeader(header, stamp: after.st_ctim)
+            } else if let hinted {
+                inode.storeHint(hinted, stamp: after.st_ctim)
+            }
         }
         return try attributes(inode, locked: true, hideWiped: false)
     }

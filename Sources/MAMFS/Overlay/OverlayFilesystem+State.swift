@@ -47,7 +47,12 @@ extension OverlayFilesystem {
     }
 
     func isHidden(_ header: ProtectedFileHeader?) -> Bool {
-        guard let owner = header?.owner, !owner.isEmpty else { return false }
+        isHidden(owner: header?.owner)
+    }
+
+    /// `isHidden` for a file owned by `owner` (nil: untagged).
+    func isHidden(owner: String?) -> Bool {
+        guard let owner, !owner.isEmpty else { return false }
         let anyWiped = refreshState.withLock { !$0.wipedOwners.isEmpty }
         return anyWiped && context.isWiped(owner: owner)
     }

@@ -13,9 +13,14 @@ extension OverlayFilesystem {
         strcmp(name, attribute) == 0
     }
 
-    /// Whether the mount kind keeps the attribute `name` to itself.
+    /// Whether mamfs keeps the attribute `name` to itself: the header hint of every file
+    /// (`HeaderHint`) and the mount kind's own (`MountHooks.isReservedAttribute`).
     private func isReserved(_ name: UnsafePointer<CChar>) -> Bool {
-        hooks.isReservedAttribute(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+        isReserved(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+    }
+
+    private func isReserved(_ name: UnsafeRawBufferPointer) -> Bool {
+        HeaderHint.isAttribute(name) || hooks.isReservedAttribute(name)
     }
 
     /// The size alone (`size` 0) or `bytes`; ERANGE when they do not fit in `size`.
@@ -75,7 +80,7 @@ extension OverlayFilesystem {
         }
         for name in try backingAttributeNames(inode.procPath) {
             if own.contains(where: { $0.elementsEqual(name) }) { continue }
-            if name.withUnsafeBytes({ hooks.isReservedAttribute($0) || UnkeptAttribute.contains($0) }) { continue }
+            if name.withUnsafeBytes({ isReserved($0) || UnkeptAttribute.contains($0) }) { continue }
             names += name
             names.append(0)
         }

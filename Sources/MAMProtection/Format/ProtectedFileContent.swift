@@ -55,6 +55,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// Plaintext size of a backing file of `storedSize` bytes with `header`.
     /// - Throws: `MAMError.authenticationFailed` when the stored size is impossible for the format.
     public static func plaintextSize(storedSize: Int64, header: ProtectedFileHeader?) throws -> Int64 {
+        try plaintextSize(storedSize: storedSize, summary: header?.summary)
+    }
+
+    /// `plaintextSize(storedSize:header:)` from what the size depends on: the header's length
+    /// and whether the body is encrypted (nil: untagged).
+    public static func plaintextSize(storedSize: Int64, summary header: HeaderSummary?) throws -> Int64 {
         guard let header else { return storedSize }
         let body = storedSize - Int64(header.length)
         if body < 0 {
@@ -80,7 +86,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// authentication; the size only says how far a reader may try.
     /// - Returns: plaintext bytes, 0...plaintextSize of the longest valid body within the file.
     public static func visiblePlaintextSize(storedSize: Int64, header: ProtectedFileHeader?) -> Int64 {
-        if let exact = try? plaintextSize(storedSize: storedSize, header: header) { return exact }
+        visiblePlaintextSize(storedSize: storedSize, summary: header?.summary)
+    }
+
+    /// `visiblePlaintextSize(storedSize:header:)` from the header's `HeaderSummary`.
+    public static func visiblePlaintextSize(storedSize: Int64, summary header: HeaderSummary?) -> Int64 {
+        if let exact = try? plaintextSize(storedSize: storedSize, summary: header) { return exact }
         let body = max(0, storedSize - Int64(header?.length ?? 0))
         return BlockLayout.largestPlaintextSize(bodyLength: body)
     }
@@ -111,6 +122,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let bytes = header.encoded()
         if reserve { try reserveSpace(offset: 0, length: Int64(bytes.count), sizeBefore: storedSize) }
         try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
+        HeaderHint.store(header, fd: fd)
         return max(storedSize, Int64(bytes.count))
     }
 

@@ -290,6 +290,7 @@ public struct FileProtectionManager: Sendable {
                 offset += Int64(n); outOffset += Int64(n)
             }
             copyExtendedAttributes(from: sourceFD, to: writer.fd)
+            HeaderHint.store(new, fd: writer.fd)
             writer.copyAttributes(from: st, keepTimes: true)
             try writer.commit()
         } catch {
@@ -298,11 +299,13 @@ public struct FileProtectionManager: Sendable {
         }
     }
 
+    /// Copies the extended attributes of `source` to `destination`, except the header hint,
+    /// which belongs to the destination's own header (written with it, or absent when untagged).
     private func copyExtendedAttributes(from source: Int32, to destination: Int32) {
         let from = ExtendedAttributes(descriptor: source)
         let to = ExtendedAttributes(descriptor: destination)
         guard let names = try? from.names() else { return }
-        for name in names {
+        for name in names where name != HeaderHint.attributeName {
             if let value = try? from.get(name) { try? to.set(name, value) }
         }
     }
