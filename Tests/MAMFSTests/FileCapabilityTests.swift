@@ -69,39 +69,20 @@ struct FileCapabilityTests {
         }
     }
 
-    static var hasFuseTracepoint: Bool {
-        if access("/sys/kernel/tracing/events/fuse/fuse_request_send", F_OK) != 0 {
-            _ = try? shell("mount -t tracefs nodev /sys/kernel/tracing")
-        }
-        return access("/sys/kernel/tracing/events/fuse/fuse_request_send/enable", W_OK) == 0
-    }
-
     @Test("Ten writes to a new file ask the daemon for security.capability at most once (FUSE_HANDLE_KILLPRIV_V2)",
-          .enabled(if: geteuid() == 0 && hasFuseTracepoint, "needs root and the fuse_request_send tracepoint (kernel 6.14+)"),
+          .enabled(if: FuseRequestTrace.isAvailable, "needs root and the fuse_request_send tracepoint (kernel 6.14+)"),
           .serialized, arguments: MountedFixture.Kind.allCases)
     func capabilityAskedOnce(kind: MountedFixture.Kind) throws {
         try withMount(kind) { m in
-            // The requests the kernel sends to this mount's connection (the tracepoint's
-            // connection is the kernel's dev_t of the mount: major << 20 | minor). The
-            // tracepoint's filter and buffer are the machine's: the cases run one at a time.
-            let r = try m.sh(#"""
-            T=/sys/kernel/tracing; E=$T/events/fuse/fuse_request_send
-            dev=$(python3 -c 'import os, sys; d = os.stat(sys.argv[1]).st_dev; print((os.major(d) << 20) | os.minor(d))' "$M")
-            trap 'echo 0 > $E/enable; echo 0 > $E/filter' EXIT
-            echo "connection == $dev" > $E/filter && echo > $T/trace && echo 1 > $E/enable
+            let r = try FuseRequestTrace.count(m, while: """
             python3 -c 'import os
             fd = os.open("f", os.O_WRONLY | os.O_CREAT, 0o644)
             for _ in range(10): os.write(fd, b"x" * 100)
             os.close(fd)'
-            echo 0 > $E/enable
-            echo "writes $(grep -c 'connection '"$dev"' .*FUSE_WRITE' $T/trace) getxattr $(grep -c 'connection '"$dev"' .*FUSE_GETXATTR' $T/trace)"
-            """#)
+            """)
             #expect(r.status == 0, "\(r.err)")
-            let fields = r.out.split(whereSeparator: { $0 == " " || $0 == "\n" })
-            #expect(fields.count == 4, "\(r.out)")
-            guard fields.count == 4, let writes = Int(fields[1]), let getxattrs = Int(fields[3]) else { return }
-            #expect(writes == 10, "\(r.out)")
-            #expect(getxattrs <= 1, "\(r.out)")
+            #expect(r.requests["FUSE_WRITE"] == 10, "\(r.requests)")
+            #expect((r.requests["FUSE_GETXATTR"] ?? 0) <= 1, "\(r.requests)")
             #expect(try String(contentsOfFile: m.mountpoint + "/f", encoding: .utf8) == String(repeating: "x", count: 1000))
         }
     }
