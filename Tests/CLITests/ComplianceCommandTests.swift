@@ -21,8 +21,7 @@ struct ComplianceCommandTests {
     }
 
     static func setScript(_ sandbox: Sandbox, _ name: String, _ body: String) throws {
-        let path = try sandbox.write(name, "#!/bin/sh\n\(body)\n")
-        chmod(path, 0o755)
+        try writeExecutable(sandbox.path(name), "#!/bin/sh\n\(body)\n")
     }
 
     @Test("each status of a command check has its exit code and is recorded: 0 Compliant, 1 NotCompliant, 2-5 the others, any other status and a timeout ServiceFailure; stdout's first line is the reason")

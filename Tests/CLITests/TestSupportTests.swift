@@ -27,6 +27,31 @@ struct TestSupportTests {
         #expect(!FileManager.default.fileExists(atPath: marker), "the background child outlived the timeout")
     }
 
+    @Test("writeExecutable: the bytes at mode 0755, replacing the file, runnable at once 200 times while other threads start processes (no ETXTBSY)")
+    func executableRunsAtOnce() throws {
+        let dir = try TempDirectory(prefix: "mamfs-exec")
+        let path = dir.file("tool.sh")
+        try writeExecutable(path, "#!/bin/sh\necho first\n")
+        var st = stat()
+        #expect(stat(path, &st) == 0 && st.st_mode & 0o7777 == 0o755)
+        #expect(try runProcess(path, [], environment: [:]).out == "first\n")
+        let stop = Atomic<Bool>(false)
+        let spawners = (0..<2).map { _ in
+            Thread {
+                while !stop.load(ordering: .relaxed) { _ = try? runProcess("/bin/true", [], environment: [:]) }
+            }
+        }
+        spawners.forEach { $0.start() }
+        defer { stop.store(true, ordering: .relaxed) }
+        for i in 0..<200 {
+            try writeExecutable(path, "#!/bin/sh\necho \(i)\n")
+            let result = try runProcess(path, [], environment: [:])
+            #expect(result.status == 0 && result.out == "\(i)\n", "\(i): \(result.err)")
+            if result.status != 0 { break }
+        }
+        #expect(regularFiles(under: dir.path) == ["tool.sh"], "no temporary file is left")
+    }
+
     @Test("the child inherits only stdin, stdout and stderr")
     func noInheritedDescriptors() throws {
         let fd = open("/dev/null", O_RDONLY)

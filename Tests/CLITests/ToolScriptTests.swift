@@ -136,9 +136,7 @@ struct ToolScriptTests {
         try FileManager.default.createDirectory(atPath: tools, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory.file("mnt"), withIntermediateDirectories: true)
         // A stand-in fsx that fails for seed 2 only.
-        try Data("#!/bin/sh\ncase \" $* \" in *\" -S 2 \"*) echo 'op 17 failed'; exit 3 ;; esac\necho 'All 10 operations completed A-OK!'\n".utf8)
-            .write(to: URL(fileURLWithPath: tools + "/fsx"))
-        chmod(tools + "/fsx", 0o755)
+        try writeExecutable(tools + "/fsx", "#!/bin/sh\ncase \" $* \" in *\" -S 2 \"*) echo 'op 17 failed'; exit 3 ;; esac\necho 'All 10 operations completed A-OK!'\n")
         let result = try runProcess(Self.tool("conformance/fsx.sh"), [directory.file("mnt"), tools, "2", "10", directory.file("logs")],
                                     environment: testEnvironment())
         #expect(result.status == 1)

@@ -9,8 +9,7 @@ import Testing
 struct ComplianceCheckTests {
     static func script(_ directory: TempDirectory, _ name: String, _ body: String) throws -> String {
         let path = directory.file(name)
-        try Data("#!/bin/sh\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
-        chmod(path, 0o755)
+        try writeExecutable(path, "#!/bin/sh\n\(body)\n")
         return path
     }
 

@@ -22,8 +22,7 @@ struct ComplianceGateTests {
 
     static func script(_ fixture: StateFixture, exit code: Int32) throws -> String {
         let path = fixture.root + "/check.sh"
-        try Data("#!/bin/sh\necho 'exit \(code)'\nexit \(code)\n".utf8).write(to: URL(fileURLWithPath: path))
-        chmod(path, 0o755)
+        try writeExecutable(path, "#!/bin/sh\necho 'exit \(code)'\nexit \(code)\n")
         return path
     }
 
