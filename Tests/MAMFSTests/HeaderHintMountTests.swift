@@ -13,7 +13,7 @@ struct HeaderHintMountTests {
     private func python(_ m: MountedFixture, _ body: String) throws -> String {
         let script = m.base + "/hint.py"
         try Data(("""
-        import errno, os, sys, time
+        import errno, os, subprocess, sys, time
         os.chdir(sys.argv[1])
         B = os.environ["B"]
         ACCT = os.environ["ACCT"]
@@ -84,6 +84,53 @@ struct HeaderHintMountTests {
             print(os.stat("g").st_size, open("g").read())
             """)
             #expect(out == "plain text 10 ENODATA\n11 second file\n", "\(out)")
+        }
+    }
+
+    @Test("a hint left behind by an in-place rewrite, then a ctime change before the first open (chmod behind the mount, rename through it): a writable handle reads every byte and appends at the end, and the hint is removed")
+    func staleHintThenCtimeChange() throws {
+        try withMount(.managed) { m in
+            let out = try python(m, """
+            plain = b"A" * 2999 + b"END\\n"
+            def read_all_then_append(path):
+                fd = os.open(path, os.O_RDWR)
+                data = b""
+                while True:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                os.write(fd, b"APPENDED\\n")
+                os.close(fd)
+                return data
+            for name, change in (("doc", lambda: os.chmod(B + "/doc", 0o640)), ("doc2", lambda: os.rename("doc2", "doc3"))):
+                open(name, "w").write("original\\n")
+                with open(B + "/" + name, "r+b") as x:
+                    x.truncate(0)
+                    x.write(plain)
+                time.sleep(1.2)
+                shown = os.stat(name).st_size
+                change()
+                now = "doc3" if name == "doc2" else name
+                data = read_all_then_append(now)
+                print(shown != len(plain), data == plain, open(B + "/" + now, "rb").read() == plain + b"APPENDED\\n", hint(B + "/" + now))
+            """)
+            #expect(out == "True True True ENODATA\nTrue True True ENODATA\n", "\(out)")
+        }
+    }
+
+    @Test("a hint naming a wiped owner does not hide a file whose header does not: an untagged file with a forged hint stays listed and readable after the wipe, and loses the hint")
+    func forgedHintOfWipedOwner() throws {
+        try withMount(.managed) { m in
+            let out = try python(m, """
+            open("work", "w").write("work data\\n")
+            open(B + "/p", "w").write("personal\\n")
+            os.setxattr(B + "/p", "user.mam.header", b"\\x01\\x01" + ACCT.encode())
+            subprocess.run([os.environ["MAMFS"], "wipe", ACCT, "--state", os.environ["S"]], check=True, stdout=subprocess.DEVNULL)
+            time.sleep(1.2)
+            print(sorted(os.listdir(".")), open("p").read(), hint(B + "/p"), attempt(os.stat, "work"))
+            """)
+            #expect(out == "['p'] personal\n ENODATA ENOENT\n", "\(out)")
         }
     }
 }

@@ -20,7 +20,8 @@ final class Inode: @unchecked Sendable {
         /// Changed only under the exclusive content lock (reads need the shared one).
         var content: ContentState = .unknown
         /// The backing file's header hint (`HeaderHint`) and the ctime it was read at: what
-        /// attribute replies use while `content` is unknown.
+        /// attribute replies use while `content` is unknown. Kept, whatever the ctime, until
+        /// the header is read next (`takeHint`): the kernel may hold a size from it.
         var hint: (summary: HeaderSummary, stamp: timespec)?
         var openCount = 0
         /// Set when the last link went away while no handle was open: the close in deinit
@@ -119,13 +120,12 @@ final class Inode: @unchecked Sendable {
         state.withLock { $0.hint = (summary, stamp) }
     }
 
-    /// Forgets the hint and returns it when it was read at ctime `stamp` (to check it against
-    /// the header read at that ctime).
-    func takeHint(stamp: timespec) -> HeaderSummary? {
+    /// Forgets the hint an attribute reply last used, whatever ctime it was read at, and
+    /// returns it (to check what the kernel was told against the header just read).
+    func takeHint() -> HeaderSummary? {
         state.withLock { state in
             defer { state.hint = nil }
-            guard let hint = state.hint, hint.stamp.tv_sec == stamp.tv_sec, hint.stamp.tv_nsec == stamp.tv_nsec else { return nil }
-            return hint.summary
+            return state.hint?.summary
         }
     }
 

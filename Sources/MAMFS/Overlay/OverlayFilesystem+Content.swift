@@ -67,7 +67,7 @@ extension OverlayFilesystem {
         if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached }
         let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         let header = try ProtectedFileHeader.read(fd: file.rawValue)
-        recordHeader(header, of: inode, stamp: ctime)
+        recordHeader(header, of: inode, fd: file.rawValue, stamp: ctime)
         return header
     }
 
@@ -85,20 +85,27 @@ extension OverlayFilesystem {
         return try header(inode, ctime: ctime)?.summary
     }
 
-    /// Keeps `header`, read from the backing file at ctime `stamp`, as the entry's. When an
-    /// attribute reply used a header hint read at that ctime which says otherwise (the file
-    /// was rewritten by another program), the hint is rewritten from the header and the
-    /// kernel's attributes of the entry are dropped, so the next stat shows the true size.
-    func recordHeader(_ header: ProtectedFileHeader?, of inode: Inode, stamp: timespec) {
+    /// Keeps `header`, read from the backing file open as `fd` at ctime `stamp`, as the
+    /// entry's, and checks the hints against it. A header hint the file carries that says
+    /// otherwise (the file was rewritten in place by another program) is rewritten from the
+    /// header (removed when the file is untagged; a file without a hint is left without one,
+    /// a read does not change its ctime). When the hint an attribute reply last used, read at
+    /// any ctime, says otherwise, or the file's was rewritten, the kernel's attributes of the
+    /// entry are dropped: it may hold a size from the hint, which bounds page-cache reads and
+    /// SEEK_END of writable handles.
+    func recordHeader(_ header: ProtectedFileHeader?, of inode: Inode, fd: Int32, stamp: timespec) {
         inode.storeHeader(header, stamp: stamp)
-        guard let hinted = inode.takeHint(stamp: stamp), hinted != header?.summary, let fd = try? inode.descriptor() else { return }
-        HeaderHint.store(header, path: ProcessDescriptorPath.path(of: fd))
-        var after = stat()
-        if fstatat(fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
-            inode.storeHeader(header, stamp: after.st_ctim)
+        let truth = header?.summary
+        let used = inode.takeHint()
+        var rewritten = false
+        if let carried = HeaderHint.read(fd: fd), carried != truth {
+            HeaderHint.store(header, fd: fd)
+            rewritten = true
+            var after = stat()
+            if fstat(fd, &after) == 0 { inode.storeHeader(header, stamp: after.st_ctim) }
+            log("header hint of node \(inode.nodeid) did not match its header; rewritten")
         }
-        log("header hint of node \(inode.nodeid) did not match its header; rewritten")
-        attributesChanged?(inode.nodeid)
+        if rewritten || (used != nil && used != truth) { attributesChanged?(inode.nodeid) }
     }
 
     /// The file key for `header` (cached per entry and state generation).
@@ -122,8 +129,13 @@ extension OverlayFilesystem {
                 throw FilesystemError.current()
             }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
-            let summary = try self.headerSummary(inode, ctime: st.st_ctim)
-            if hideWiped && self.isHidden(owner: summary?.owner) { throw FilesystemError(code: ENOENT) }
+            var summary = try self.headerSummary(inode, ctime: st.st_ctim)
+            if hideWiped && self.isHidden(owner: summary?.owner) {
+                // A file disappears on its header's word, not on a hint's (which another
+                // program may have left behind or forged).
+                summary = try self.header(inode, ctime: st.st_ctim)?.summary
+                if self.isHidden(owner: summary?.owner) { throw FilesystemError(code: ENOENT) }
+            }
             self.applyPlaintextSize(&st, summary: summary)
             if summary == nil, st.st_size == 0, let size = try self.hooks.placeholderSize(path: { try self.backingPath(inode) }) {
                 // A placeholder: the remote size; nothing is stored locally yet.
@@ -159,7 +171,7 @@ extension OverlayFilesystem {
                 var st = stat()
                 guard fstat(handle.fd, &st) == 0 else { throw FilesystemError.current() }
                 header = try ProtectedFileHeader.read(fd: handle.fd)
-                recordHeader(header, of: inode, stamp: st.st_ctim)
+                recordHeader(header, of: inode, fd: handle.fd, stamp: st.st_ctim)
             }
             let pinned = try requireOpenable(header, by: handle)
             if header?.isEncrypted == true && key == nil { key = try pinned ?? fileKey(inode, header: header) }

@@ -67,7 +67,9 @@ extension OverlayFilesystem {
         return entries
     }
     private func ownerIsWiped(dirFD: Int32, name: UnsafePointer<CChar>) -> Bool {
-        if let hinted = HeaderHint.read(directoryFD: dirFD, name: name) { return isHidden(owner: hinted.owner) }
+        // A hint that names no wiped owner is enough to keep the file; one that does is checked
+        // against the header (a hint left behind or forged must not hide a file).
+        if let hinted = HeaderHint.read(directoryFD: dirFD, name: name), !isHidden(owner: hinted.owner) { return false }
         guard let file = try? FileDescriptor.open(in: dirFD, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { return false }
         return isHidden((try? ProtectedFileHeader.read(fd: file.rawValue)) ?? nil)
     }

@@ -170,7 +170,7 @@ extension OverlayFilesystem {
                 var header: ProtectedFileHeader?
                 if inode.openCount == 0 {
                     header = try ProtectedFileHeader.read(fd: fd)
-                    recordHeader(header, of: inode, stamp: st.st_ctim)
+                    recordHeader(header, of: inode, fd: fd, stamp: st.st_ctim)
                 } else {
                     header = try self.header(inode, ctime: st.st_ctim)
                 }

@@ -89,6 +89,12 @@ public enum HeaderHint {
         if stored != 0 { _ = removexattr(path, attributeName) }
     }
 
+    /// The hint of the open file `fd` (not O_PATH).
+    /// - Returns: nil as `read(path:)`.
+    public static func read(fd: Int32) -> HeaderSummary? {
+        withValue { fgetxattr(fd, attributeName, $0, $1) }
+    }
+
     /// The hint of the file `path` names (a final symlink followed: pass a /proc/self/fd path).
     /// - Returns: nil when there is none, it does not decode, or the filesystem cannot say.
     public static func read(path: String) -> HeaderSummary? {
