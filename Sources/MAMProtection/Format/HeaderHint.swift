@@ -78,17 +78,6 @@ public enum HeaderHint {
         if stored != 0 { _ = fremovexattr(fd, attributeName) }
     }
 
-    /// `store(_:fd:)` for a file named by `path` (e.g. an O_PATH descriptor's /proc/self/fd path).
-    public static func store(_ header: ProtectedFileHeader?, path: String) {
-        guard let header else {
-            _ = removexattr(path, attributeName)
-            return
-        }
-        let value = encode(header.summary)
-        let stored = value.withUnsafeBytes { setxattr(path, attributeName, $0.baseAddress, $0.count, 0) }
-        if stored != 0 { _ = removexattr(path, attributeName) }
-    }
-
     /// The hint of the open file `fd` (not O_PATH).
     /// - Returns: nil as `read(path:)`.
     public static func read(fd: Int32) -> HeaderSummary? {
