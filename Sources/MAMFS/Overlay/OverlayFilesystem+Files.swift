@@ -230,6 +230,8 @@ extension OverlayFilesystem {
 
     /// Writes `data` at plaintext `offset`, or at the plaintext end for an O_APPEND handle
     /// (unless it is a page-cache writeback, `writepage`); returns the bytes written.
+    /// - Throws: EPERM for a write that would make an untagged file start with the magic
+    ///   (`UntaggedPrefix`), nothing written; admission's and the content's errors.
     func write(_ handle: OpenFile, _ data: UnsafeRawBufferPointer, offset: Int, writepage: Bool, caller: Caller) throws -> Int {
         try admit(.write, on: handle.inode, by: caller)
         try requireOwnerNotWiped(handle)
@@ -240,6 +242,12 @@ extension OverlayFilesystem {
         try handle.inode.contentLock.writing {
             try changingContent(handle) { content in
                 let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
+                // Bytes never change an owner: an untagged file does not become tagged by the
+                // magic written to its start (the rest would name the owner, unadmitted).
+                if content.header == nil, try UntaggedPrefix.writeWouldTag(fd: handle.fd, writing: data, at: at) {
+                    log("refused a write that would make an untagged file start with the mamfs magic (nodeid \(handle.inode.nodeid))")
+                    throw FilesystemError(code: EPERM)
+                }
                 try content.write(data, at: at)
             }
         }
