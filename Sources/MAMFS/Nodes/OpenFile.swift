@@ -22,7 +22,7 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
     private let moved = Atomic<Bool>(false)
     /// The descriptor followed to, its backing object, and the descriptors given up.
     private let replacement = Mutex<(fd: Int32, key: BackingKey, retired: [Int32])?>(nil)
-    /// The header and key read from `fd` itself, once it was needed (see `detachedContent`).
+    /// The header last read from `fd` itself and its key (see `detachedContent`).
     private let detached = Mutex<(ProtectedFileHeader?, SymmetricKey?)?>(nil)
     /// For an owner at `completeUnlessOpen`: the file the handle was opened on (its owner and
     /// file id) and its file key, kept with the handle so it goes on working while the
@@ -81,14 +81,17 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
     }
 
     /// The plaintext view from this descriptor's own header (its entry now names another file).
+    /// The header is read again at every call: another entry may reach the same file (a hard
+    /// link looked up since) and give it a header or truncate it; the key is unwrapped again
+    /// only when the header changed.
     func detachedContent(_ keyFor: (ProtectedFileHeader) throws -> SymmetricKey?) throws -> ProtectedFileContent {
         let fd = self.fd
-        let (header, key) = try detached.withLock { detached throws -> (ProtectedFileHeader?, SymmetricKey?) in
-            if let detached { return detached }
-            let header = try ProtectedFileHeader.read(fd: fd)
-            let pair = (header, try header.flatMap { try keyFor($0) })
-            detached = pair
-            return pair
+        let header = try ProtectedFileHeader.read(fd: fd)
+        let key = try detached.withLock { detached throws -> SymmetricKey? in
+            if let detached, detached.0 == header { return detached.1 }
+            let key = try header.flatMap { try keyFor($0) }
+            detached = (header, key)
+            return key
         }
         return try ProtectedFileContent(fd: fd, header: header, fileKey: key)
     }

@@ -202,7 +202,14 @@ extension OverlayFilesystem {
     /// lock) and, when the body gave the file its first hole, keeps the new header (the
     /// sparse flag set, the same file key) as the entry's cached one, also when it failed
     /// after that.
-    func changingContent<R>(_ handle: OpenFile, _ body: (ProtectedFileContent) throws -> R) throws -> R {
+    /// `touchesPrefix`: the change may write bytes 0 ..< 8 (see `untaggedPrefixLock`, which is
+    /// held then, and for every change through a handle whose entry names another file now).
+    func changingContent<R>(_ handle: OpenFile, touchesPrefix: Bool = false, _ body: (ProtectedFileContent) throws -> R) throws -> R {
+        guard touchesPrefix || handle.backingKey != handle.inode.key else { return try changingContentUnguarded(handle, body) }
+        return try untaggedPrefixLock.writing { try changingContentUnguarded(handle, body) }
+    }
+
+    private func changingContentUnguarded<R>(_ handle: OpenFile, _ body: (ProtectedFileContent) throws -> R) throws -> R {
         let content = try content(handle)
         let before = content.header
         defer {

@@ -184,11 +184,15 @@ extension OverlayFilesystem {
                     if header == nil || encrypting || reowning {
                         let owner = try newOwner ?? header?.owner ?? inheritedOwner(directoryPath: parentPath(try backingPath(inode)))
                         let (newHeader, newKey) = try newFileHeader(owner: owner)
-                        guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
-                        if let newHeader {
-                            try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing()
-                        } else {
-                            HeaderHint.store(nil, fd: fd)
+                        // A handle left on this file by another entry decides by the header
+                        // under the same lock (`untaggedPrefixLock`).
+                        try untaggedPrefixLock.writing {
+                            guard ftruncate(fd, 0) == 0 else { throw FilesystemError.current() }
+                            if let newHeader {
+                                try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey).writeHeaderIfMissing()
+                            } else {
+                                HeaderHint.store(nil, fd: fd)
+                            }
                         }
                         header = newHeader
                         key = newKey
@@ -240,7 +244,7 @@ extension OverlayFilesystem {
         if !writepage { try clearSetIDBits(fd: handle.fd, nodeid: handle.inode.nodeid, for: caller) }
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
-            try changingContent(handle) { content in
+            try changingContent(handle, touchesPrefix: appendAtEnd || offset < ProtectedFileHeader.magic.count) { content in
                 let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
                 // Bytes never change an owner: an untagged file does not become tagged by the
                 // magic written to its start (the rest would name the owner, unadmitted).

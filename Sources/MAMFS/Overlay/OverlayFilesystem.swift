@@ -47,6 +47,14 @@ final class OverlayFilesystem: @unchecked Sendable {
     let sessionLock = Mutex(SessionLockState())
     /// Held while a lock or an unlock changes `sessionLock` and the keys (one at a time).
     let lockTransitions = ReadWriteLock()
+    /// Held (exclusively) by content changes that could make an untagged file tagged or act on
+    /// a stale idea of whether it is: writes that may reach bytes 0 ..< 8, every change through
+    /// a handle whose entry was repointed to another file, and the O_TRUNC that gives an
+    /// untagged file its header. One backing file can be reached through two entries (a handle
+    /// left on the old file after protect replaced its name, and a later lookup of another hard
+    /// link), whose content locks do not exclude each other; this lock does. Taken after the
+    /// entry's content lock.
+    let untaggedPrefixLock = ReadWriteLock()
     /// Set while any account's keys are withheld (the fast path of every content check).
     let keysWithheld = Atomic<Bool>(false)
     /// Whether any managed account's policy sets a `fileProtectionLevel` other than none.
