@@ -35,6 +35,13 @@ enum ContentState: Sendable {
         return ctime.tv_sec == stamp.tv_sec && ctime.tv_nsec == stamp.tv_nsec
     }
 
+    /// True when the header is known and present: the file is tagged, and a write through
+    /// its entry cannot reach bytes 0 ..< 8 (see `OverlayFilesystem.untaggedPrefixLock`).
+    var isKnownTagged: Bool {
+        if case .known(let header, _, _, _) = self { return header != nil }
+        return false
+    }
+
     /// True once a header (or its absence) was read and not invalidated since.
     var isKnown: Bool {
         if case .known = self { return true }

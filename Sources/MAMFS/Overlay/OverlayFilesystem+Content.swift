@@ -203,9 +203,13 @@ extension OverlayFilesystem {
     /// sparse flag set, the same file key) as the entry's cached one, also when it failed
     /// after that.
     /// `touchesPrefix`: the change may write bytes 0 ..< 8 (see `untaggedPrefixLock`, which is
-    /// held then, and for every change through a handle whose entry names another file now).
+    /// held then unless the entry knows its file is tagged, and for every change through a
+    /// handle whose entry names another file now).
     func changingContent<R>(_ handle: OpenFile, touchesPrefix: Bool = false, _ body: (ProtectedFileContent) throws -> R) throws -> R {
-        guard touchesPrefix || handle.backingKey != handle.inode.key else { return try changingContentUnguarded(handle, body) }
+        let detached = handle.backingKey != handle.inode.key
+        guard detached || (touchesPrefix && !handle.inode.contentState.isKnownTagged) else {
+            return try changingContentUnguarded(handle, body)
+        }
         return try untaggedPrefixLock.writing { try changingContentUnguarded(handle, body) }
     }
 
