@@ -93,12 +93,16 @@ extension OverlayFilesystem {
     /// any ctime, says otherwise, or the file's was rewritten, the kernel's attributes of the
     /// entry are dropped: it may hold a size from the hint, which bounds page-cache reads and
     /// SEEK_END of writable handles.
+    ///
+    /// A hint the entry read at this very ctime is what the file carries (changing the
+    /// attribute changes the ctime): it is compared without reading the attribute again.
     func recordHeader(_ header: ProtectedFileHeader?, of inode: Inode, fd: Int32, stamp: timespec) {
+        let readAtStamp = inode.hint(ctime: stamp)
         inode.storeHeader(header, stamp: stamp)
         let truth = header?.summary
         let used = inode.takeHint()
         var rewritten = false
-        if let carried = HeaderHint.read(fd: fd), carried != truth {
+        if let carried = readAtStamp ?? HeaderHint.read(fd: fd), carried != truth {
             HeaderHint.store(header, fd: fd)
             rewritten = true
             var after = stat()
@@ -122,11 +126,15 @@ extension OverlayFilesystem {
     }
 
     /// Backing attributes with the plaintext size. `locked`: the caller holds the content lock.
-    func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true) throws -> stat {
-        var st = stat()
+    /// `statted`: the backing object's stat, taken just before by the caller (a lookup that
+    /// made the entry), used instead of a new one.
+    func attributes(_ inode: Inode, locked: Bool = false, hideWiped: Bool = true, statted: stat? = nil) throws -> stat {
+        var st = statted ?? stat()
         let body = {
-            guard fstatat(try inode.descriptor(), "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
-                throw FilesystemError.current()
+            if statted == nil {
+                guard fstatat(try inode.descriptor(), "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
+                    throw FilesystemError.current()
+                }
             }
             guard (st.st_mode & S_IFMT) == S_IFREG else { return }
             var summary = try self.headerSummary(inode, ctime: st.st_ctim)

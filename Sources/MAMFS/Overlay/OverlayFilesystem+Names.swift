@@ -140,6 +140,8 @@ extension OverlayFilesystem {
         var st = stat()
         guard fstatat(parentFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
         let inode: Inode
+        // A new entry's attributes come from the fstat of the descriptor it was made with.
+        var fresh: stat?
         if let known = table.acquireExisting(st) {
             inode = known
             if table.descriptors.openDescriptor(of: known) == nil {
@@ -153,9 +155,10 @@ extension OverlayFilesystem {
             let found = try FileDescriptor.openPath(in: parentFD, name, flags: O_NOFOLLOW)
             st = try found.stat()
             inode = table.acquire(st, fd: found.take(), parent: parent, name: name)
+            fresh = st
         }
         do {
-            let attributes = try attributes(inode)
+            let attributes = try attributes(inode, statted: fresh)
             // Recorded only now: a failed lookup (whose name may be removed again) keeps the old.
             table.descriptors.setName(inode, parent: parent, name: name)
             return (inode, attributes)
