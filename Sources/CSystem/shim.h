@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <spawn.h>
+#include <malloc.h>
 
 extern int fallocate(int fd, int mode, off_t offset, off_t len);
 extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
@@ -24,6 +25,10 @@ static inline int mamfs_fallocate(int fd, int mode, long long offset, long long 
 }
 static inline int mamfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
+}
+/* mallopt(M_ARENA_MAX, count): at most `count` malloc arenas from now on; 1 on success. */
+static inline int mamfs_set_malloc_arena_max(int count) {
+    return mallopt(M_ARENA_MAX, count);
 }
 static inline int mamfs_mkostemp(char *template_path) {
     return mkostemp(template_path, O_CLOEXEC);

@@ -177,6 +177,7 @@ public enum MountDaemon {
                       ready: (OpaquePointer) -> Void) throws -> ExitCode {
         umask(0)  // the kernel already applied the caller's umask to every mode we get
         raiseOpenFileLimit()
+        MallocArenas.limitToCPUs()
         // Keys are unwrapped for this backing directory (the compliance gate's device check);
         // refusals of a busy mount may be counted into bursts.
         context.complianceSite = plan.rootPath

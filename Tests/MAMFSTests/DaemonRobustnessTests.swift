@@ -122,6 +122,52 @@ struct DaemonRobustnessTests {
         }
     }
 
+    @Test("The daemon allocates from at most one malloc arena per CPU (two at least), however many workers bursts wake",
+          .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/maps"))
+    func mallocArenasStayWithinTheCPUs() throws {
+        try withMount(.managed) { m in
+            let pid = try #require(m.daemonPID)
+            // Sixteen writers, then sixteen readers at once: every worker up to the cap runs.
+            let burst = """
+            for i in $(seq 16); do dd if=/dev/urandom of=f$i bs=64k count=16 status=none & done; wait; \
+            for i in $(seq 16); do cat f$i > /dev/null & stat f$i > /dev/null & done; wait; rm -f f*
+            """
+            for _ in 0..<3 { #expect(try m.sh(burst).status == 0) }
+            let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.count ?? 0
+            let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+            let heaps = Self.mallocHeaps(maps)
+            let cap = Int(MallocArenas.cap(cpus: sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+            // The main arena grows by brk; every other arena is one 64 MiB heap here.
+            #expect(threads > cap, "too few threads (\(threads)) to tell")
+            #expect(heaps >= 0 && heaps <= cap - 1, "\(heaps) thread arenas for \(threads) threads, cap \(cap)")
+        }
+    }
+
+    /// The glibc thread-arena heaps in a /proc/PID/maps listing: anonymous read-write mappings
+    /// at a 64 MiB boundary (HEAP_MAX_SIZE on 64-bit) whose rest up to the next boundary is
+    /// reserved (---p) or used.
+    static func mallocHeaps(_ maps: String) -> Int {
+        let heapSize: UInt64 = 64 << 20
+        let rows = maps.split(separator: "\n").compactMap { line -> (start: UInt64, end: UInt64, perms: Substring, anonymous: Bool)? in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 5 else { return nil }
+            let range = fields[0].split(separator: "-")
+            guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16) else { return nil }
+            return (start, end, fields[1], fields.count == 5)
+        }
+        var count = 0
+        for (i, row) in rows.enumerated() where row.anonymous && row.perms == "rw-p" && row.start % heapSize == 0 {
+            var end = row.end
+            var next = i + 1
+            while end < row.start + heapSize, next < rows.count, rows[next].start == end, rows[next].anonymous, rows[next].perms == "---p" {
+                end = rows[next].end
+                next += 1
+            }
+            if end == row.start + heapSize { count += 1 }
+        }
+        return count
+    }
+
     @Test("rmdir after rm of many files, and of a directory whose unlinked file a client still holds, completes",
           arguments: MountedFixture.Kind.allCases)
     func rmdirAfterUnlinksCompletes(kind: MountedFixture.Kind) throws {
