@@ -7,7 +7,7 @@ import Testing
 struct DaemonLogScrubTests {
     /// Flips one byte of the first block's ciphertext of the backing file `name`, so a read of
     /// it fails authentication and the daemon logs the backing path.
-    private func tamper(_ m: MountedFixture, _ name: String) throws {
+    static func tamper(_ m: MountedFixture, _ name: String) throws {
         let header = try #require(try m.backingHeader(name))
         let fd = open(m.backing + "/" + name, O_RDWR)
         defer { close(fd) }
@@ -23,8 +23,8 @@ struct DaemonLogScrubTests {
         try withMount(.managed) { m in
             guard m.logsToFile else { return }
             #expect(try m.sh("head -c 8192 /dev/urandom > f && head -c 8192 /dev/urandom > g && sync").status == 0)
-            try tamper(m, "f")
-            try tamper(m, "g")
+            try Self.tamper(m, "f")
+            try Self.tamper(m, "g")
             let before = try m.sh("echo 3 > /proc/sys/vm/drop_caches; cat f > /dev/null 2>&1; echo $?")
             #expect(before.out == "1\n", "\(before.err)")
             let logBefore = try String(contentsOfFile: m.log, encoding: .utf8)

@@ -107,7 +107,7 @@ extension OverlayFilesystem {
             rewritten = true
             var after = stat()
             if fstat(fd, &after) == 0 { inode.storeHeader(header, stamp: after.st_ctim) }
-            log("header hint of node \(inode.nodeid) did not match its header; rewritten")
+            log("header hint of node \(inode.nodeid) did not match its header; rewritten", limitedBy: "hint \(inode.nodeid)")
         }
         if rewritten || (used != nil && used != truth) { attributesChanged?(inode.nodeid) }
     }

@@ -249,7 +249,8 @@ extension OverlayFilesystem {
                 // Bytes never change an owner: an untagged file does not become tagged by the
                 // magic written to its start (the rest would name the owner, unadmitted).
                 if content.header == nil, try UntaggedPrefix.writeWouldTag(fd: handle.fd, writing: data, at: at) {
-                    log("refused a write that would make an untagged file start with the mamfs magic (nodeid \(handle.inode.nodeid))")
+                    log("refused a write that would make an untagged file start with the mamfs magic (nodeid \(handle.inode.nodeid))",
+                        limitedBy: "magic \(handle.inode.nodeid)")
                     throw FilesystemError(code: EPERM)
                 }
                 try content.write(data, at: at)

@@ -124,4 +124,6 @@ final class OverlayFilesystem: @unchecked Sendable {
 
     /// One diagnostic line (stderr, or the mount's -o log=FILE), scrubbed (`DaemonLog`).
     func log(_ message: String) { daemonLog.write(message) }
+    /// `log` for a line a client can cause at will: one per `key` a minute (`LogRateLimit`).
+    func log(_ message: String, limitedBy key: String) { daemonLog.write(message, limitedBy: key) }
 }

@@ -1,4 +1,5 @@
 import CFuse
+import Glibc
 import MAMProtection
 import Synchronization
 
@@ -11,6 +12,7 @@ import Synchronization
 /// the one read before (a value is never unscrubbed by a failed read).
 final class DaemonLog: Sendable {
     private let scrubber = Mutex(Scrubber(values: []))
+    private let limit = Mutex(LogRateLimit())
 
     init() {}
 
@@ -23,6 +25,18 @@ final class DaemonLog: Sendable {
         } catch {
             write("the scrub list cannot be read (\(error)); the previous one stays in use")
         }
+    }
+
+    /// `write(message)` unless a line of `key` was written in the last `LogRateLimit.interval`
+    /// seconds (then it is only counted); a line written after some were held back says how
+    /// many. For lines a client can cause at will.
+    func write(_ message: String, limitedBy key: String) {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let seconds = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        let (admitted, interval) = limit.withLock { ($0.admit(key, now: seconds), $0.interval) }
+        guard let heldBack = admitted else { return }
+        write(heldBack == 0 ? message : "\(message) (\(heldBack) more like it in the \(Int(interval)) s before were not logged)")
     }
 
     /// Writes one line: `message` with the scrub values replaced.
