@@ -34,9 +34,8 @@ final class DaemonLog: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let seconds = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-        let (admitted, interval) = limit.withLock { ($0.admit(key, now: seconds), $0.interval) }
-        guard let heldBack = admitted else { return }
-        write(heldBack == 0 ? message : "\(message) (\(heldBack) more like it in the \(Int(interval)) s before were not logged)")
+        guard let heldBack = limit.withLock({ $0.admit(key, now: seconds) }) else { return }
+        write(heldBack == 0 ? message : "\(message) (\(heldBack) more like it since the last one were not logged)")
     }
 
     /// Writes one line: `message` with the scrub values replaced.
