@@ -108,14 +108,14 @@ final class DaemonControlServer: @unchecked Sendable {
         var peer = mamfs_peer_credentials()
         guard mamfs_peer_credentials(client, &peer) == 0 else { return }
         guard peer.uid == 0 || peer.uid == geteuid() else {
-            if refusals.withLock({ $0.shouldLog(uid: peer.uid, now: Self.monotonicSeconds()) }) {
+            if refusals.withLock({ $0.admit("uid \(peer.uid)", now: MonotonicClock.seconds()) }) != nil {
                 let allowed = geteuid() == 0 ? "root" : "uid \(geteuid()) or root"
-                log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only \(allowed) may lock or unlock this mount (further refusals of this uid are not logged for \(Int(RefusalLog.interval)) s)")
+                log("control request from uid \(peer.uid) (pid \(peer.pid)) refused: only \(allowed) may lock or unlock this mount (further refusals of this uid are not logged for \(Int(LogRateLimit.standardInterval)) s)")
             }
             reply(client, .noPerm, "only the mount's own user or root may lock or unlock it")
             return
         }
-        let deadline = Self.monotonicSeconds() + Self.requestTimeout
+        let deadline = MonotonicClock.seconds() + Self.requestTimeout
         let capacity = DaemonControlRequest.maximumLength + 1
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
         // The passphrase passes through here: wiped before the memory is given back.
@@ -127,7 +127,7 @@ final class DaemonControlServer: @unchecked Sendable {
         // The whole request within `requestTimeout`: a client that trickles bytes cannot hold
         // the only serving thread.
         while count < capacity {
-            let left = deadline - Self.monotonicSeconds()
+            let left = deadline - MonotonicClock.seconds()
             guard left > 0 else {
                 reply(client, .usage, "the request did not arrive within \(Int(Self.requestTimeout)) s")
                 return
@@ -163,30 +163,12 @@ final class DaemonControlServer: @unchecked Sendable {
     /// Seconds a request may take to arrive whole.
     static let requestTimeout = 2.0
 
-    private let refusals = Mutex(RefusalLog())
-
-    static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
+    /// Refused uids: one line per uid a minute, so another user cannot fill the mount's log by
+    /// connecting in a loop.
+    private let refusals = Mutex(LogRateLimit())
 
     private func reply(_ client: Int32, _ code: ExitCode, _ message: String) {
         let line = Array("\(code.rawValue)\t\(message.replacingOccurrences(of: "\n", with: " "))\n".utf8)
         _ = line.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    }
-}
-
-/// Which refused uids were logged when: one line per uid a minute, so another user cannot fill
-/// the mount's log by connecting in a loop.
-struct RefusalLog: Sendable {
-    static let interval = 60.0
-    private var lastLogged: [uid_t: Double] = [:]
-
-    mutating func shouldLog(uid: uid_t, now: Double) -> Bool {
-        if let last = lastLogged[uid], now - last < Self.interval { return false }
-        if lastLogged.count > 1024 { lastLogged.removeAll() }
-        lastLogged[uid] = now
-        return true
     }
 }

@@ -1,5 +1,4 @@
 import CFuse
-import Glibc
 import MAMProtection
 import Synchronization
 
@@ -31,10 +30,7 @@ final class DaemonLog: Sendable {
     /// seconds (then it is only counted); a line written after some were held back says how
     /// many. For lines a client can cause at will.
     func write(_ message: String, limitedBy key: String) {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let seconds = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-        guard let heldBack = limit.withLock({ $0.admit(key, now: seconds) }) else { return }
+        guard let heldBack = limit.withLock({ $0.admit(key, now: MonotonicClock.seconds()) }) else { return }
         write(heldBack == 0 ? message : "\(message) (\(heldBack) more like it since the last one were not logged)")
     }
 

@@ -1,17 +1,19 @@
 /// At most one daemon log line per key every `interval` seconds, counting the ones held back.
 ///
-/// Lines a client can cause at will (a read of a tampered file, a refused write) would
-/// otherwise grow the log by a line per request: a loop in one shell filled it with tens of
-/// thousands. Keys name the kind of line and its object (a backing path, a nodeid), so one
-/// file's repeats do not hide another file's first line.
+/// Lines a client can cause at will (a read of a tampered file, a refused write, a refused
+/// control request) would otherwise grow the log by a line per request: a loop in one shell
+/// filled it with tens of thousands. Keys name the kind of line and its object (a backing
+/// path, a nodeid, a uid), so one object's repeats do not hide another's first line.
 struct LogRateLimit: Sendable {
+    /// The daemon's interval: a minute.
+    static let standardInterval = 60.0
     /// Seconds between two lines of one key.
     let interval: Double
     /// Keys remembered at most; past it, keys whose interval ended are forgotten (then all).
     let capacity: Int
     private var keys: [String: (last: Double, heldBack: Int)] = [:]
 
-    init(interval: Double = 60, capacity: Int = 4096) {
+    init(interval: Double = standardInterval, capacity: Int = 4096) {
         self.interval = interval
         self.capacity = capacity
     }
