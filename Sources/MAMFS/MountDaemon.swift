@@ -225,6 +225,11 @@ public enum MountDaemon {
             fs.contentInvalidated = { nodeid in
                 _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: sessionAddress), nodeid, 0, 0)
             }
+            // Stopped before the session goes (the defers above run after this one).
+            let entryInvalidator = EntryInvalidator(session: session)
+            defer { entryInvalidator.stop() }
+            fs.nameReplaced = { parent, name in entryInvalidator.invalidate(parent: parent, name: name) }
+            fs.nameInvalidationsSettle = { seconds in entryInvalidator.settle(within: seconds) }
             // Before `ready`: the mount owns its bus name by the time `mamfs mount` returns.
             let publisher = startPublishing(fs: fs, options: options, context: context)
             defer { stopPublishing(publisher, context: context) }

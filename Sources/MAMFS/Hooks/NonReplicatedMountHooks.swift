@@ -95,7 +95,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
                 let path = try fs.backingPath(inode)
                 guard NonReplicatedProvider.placeholderInfo(localPath: path) != nil else { return }
                 try provider.startProvidingItem(localPath: path)
-                fs.repoint(inode, toPath: path)
+                fs.repoint(inode, toPath: path, handles: .moveEntry)
             }
         }
     }

@@ -27,9 +27,13 @@ final class Inode: @unchecked Sendable {
         /// Set when the last link went away while no handle was open: the close in deinit
         /// frees the backing inode, and rmdir of `directory` waits for it (PendingEvictions).
         var evictionMark: (pending: PendingEvictions, directory: BackingKey)?
-        /// Backing objects mamfs replaced with an encrypted copy of themselves: handles still
-        /// open on one of them move to the entry's current file (`OpenFile.follow`).
-        var encryptedReplacements: Set<BackingKey> = []
+        /// Backing objects mamfs replaced with a copy of their plaintext (encrypted, or under a
+        /// new owner) and no name left: handles still open on one of them move to the entry's
+        /// current file (`OpenFile.follow`).
+        var copyReplacements: Set<BackingKey> = []
+        /// Set when another file replaced this entry's file under its name while handles were
+        /// open on it: the entry stays with the old file, the name gets an entry of its own.
+        var superseded = false
     }
     private let state: Mutex<State>
     /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
@@ -88,16 +92,28 @@ final class Inode: @unchecked Sendable {
         invalidateCachedHeader()
     }
 
-    /// Records that the entry's backing object `key` is being replaced by an encrypted copy
-    /// of itself, so its open handles follow the entry to the copy.
-    func markReplacedByEncryptedCopy(_ key: BackingKey) {
-        state.withLock { _ = $0.encryptedReplacements.insert(key) }
+    /// Records that the entry's backing object `key` is being replaced by a copy of its
+    /// plaintext, so its open handles follow the entry to the copy.
+    func markReplacedByCopy(_ key: BackingKey) {
+        state.withLock { _ = $0.copyReplacements.insert(key) }
     }
 
-    /// Whether handles open on `key` follow the entry (see `markReplacedByEncryptedCopy`).
-    func isReplacedByEncryptedCopy(_ key: BackingKey) -> Bool {
-        state.withLock { $0.encryptedReplacements.contains(key) }
+    /// Whether handles open on `key` follow the entry (see `markReplacedByCopy`).
+    func isReplacedByCopy(_ key: BackingKey) -> Bool {
+        state.withLock { $0.copyReplacements.contains(key) }
     }
+
+    /// Records that the entry's name now leads to another file (see `State.superseded`);
+    /// false when it was recorded before.
+    func markSuperseded() -> Bool {
+        state.withLock { state in
+            defer { state.superseded = true }
+            return !state.superseded
+        }
+    }
+
+    /// Whether another file replaced this entry's file under its name while handles were open.
+    var isSuperseded: Bool { state.withLock { $0.superseded } }
 
     /// Drops the cached header, key and hint (the backing file was rewritten in place).
     func invalidateCachedHeader() {

@@ -42,12 +42,14 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
         }
     }
 
-    init(inode: Inode, fd: Int32, append: Bool, writable: Bool, pin: Pin? = nil) {
+    /// `key`: the backing object `fd` is open on (the entry's file when it was opened; the
+    /// entry may be moved to another file at any time after).
+    init(inode: Inode, fd: Int32, key: BackingKey, append: Bool, writable: Bool, pin: Pin? = nil) {
         self.inode = inode
         self.append = append
         self.writable = writable
         self.openedFD = fd
-        self.openedKey = inode.key
+        self.openedKey = key
         self.pin = pin
     }
 

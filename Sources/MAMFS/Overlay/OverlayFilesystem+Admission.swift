@@ -71,9 +71,16 @@ extension OverlayFilesystem {
     var isEnforcing: Bool { enforcing.load(ordering: .relaxed) }
 
     /// The entry of `nodeid`, admitted for `operation` by `caller`.
-    /// - Throws: `FilesystemError` ESTALE when the kernel names a node the table no longer has.
+    /// - Throws: `FilesystemError` ESTALE when the kernel names a node the table no longer has,
+    ///   or, for a call that reaches the object by name (access, the xattr calls, link), an
+    ///   entry whose name another file took (`requireCurrent`).
     func node(_ nodeid: UInt64, for operation: Operation, by caller: Caller) throws -> Inode {
         guard let inode = table.inode(nodeid) else { throw FilesystemError(code: ESTALE) }
+        switch operation {
+        // Calls that reach an object by name: a name another file replaced is looked up again.
+        case .checkAccess, .readXattr, .changeXattr, .link: try requireCurrent(inode)
+        default: break
+        }
         try admit(operation, on: inode, by: caller)
         return inode
     }

@@ -167,7 +167,7 @@ extension OverlayFilesystem {
     /// A plaintext view of an open file: the entry's header and key, or, when the entry was
     /// repointed to a replacement file after this handle was opened, the handle's own.
     func content(_ handle: OpenFile) throws -> ProtectedFileContent {
-        if handle.backingKey != handle.inode.key { try followEncryptedReplacement(handle) }
+        if handle.backingKey != handle.inode.key { try followReplacement(handle) }
         if handle.backingKey == handle.inode.key {
             let inode = handle.inode
             var header: ProtectedFileHeader?

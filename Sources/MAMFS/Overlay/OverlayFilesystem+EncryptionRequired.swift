@@ -38,13 +38,12 @@ extension OverlayFilesystem {
                     if case .system(_, let code) = error, code == EMLINK { throw FilesystemError(code: EACCES) }
                     throw error
                 }
-                inode.markReplacedByEncryptedCopy(replaced)
-                repoint(inode, toPath: path)
+                repoint(inode, toPath: path, handles: .follow)
                 guard inode.key != replaced else {
                     // The entry could not be moved: nothing may write the old plain file now.
                     throw FilesystemError(code: EACCES)
                 }
-                try followEncryptedReplacement(handle)
+                try followReplacement(handle)
             }
         }
     }
@@ -61,19 +60,5 @@ extension OverlayFilesystem {
         }
         guard let header, !header.isEncrypted, !header.owner.isEmpty else { return nil }
         return header.owner
-    }
-
-    /// Moves `handle` to its entry's current file when the file it is open on was replaced by
-    /// an encrypted copy of itself (`encryptIfRequired`); other handles stay as they are (a
-    /// file replaced by protect keeps its open handles on the old file). Call under the
-    /// entry's content lock.
-    /// - Throws: ESTALE when the current file cannot be opened.
-    func followEncryptedReplacement(_ handle: OpenFile) throws {
-        let inode = handle.inode
-        guard handle.backingKey != inode.key, inode.isReplacedByEncryptedCopy(handle.backingKey) else { return }
-        let reopened = try FileDescriptor.reopen(try inode.descriptor(), (handle.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC)
-        let st = try reopened.stat()
-        guard BackingKey(st) == inode.key else { throw FilesystemError(code: ESTALE) }
-        handle.follow(fd: reopened.take(), key: BackingKey(st))
     }
 }

@@ -91,7 +91,7 @@ extension OverlayFilesystem {
             inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
             inode.adjustOpenCount(1)
         }
-        return OpenFile(inode: inode, fd: created.file.take(), append: flags & O_APPEND != 0, writable: true,
+        return OpenFile(inode: inode, fd: created.file.take(), key: BackingKey(st), append: flags & O_APPEND != 0, writable: true,
                         pin: pin(header, key: key))
     }
 
@@ -120,6 +120,7 @@ extension OverlayFilesystem {
     func open(_ nodeid: UInt64, flags: Int32, caller: Caller) throws -> OpenFile {
         refresh(force: true)
         guard let inode = table.inode(nodeid) else { throw FilesystemError(code: ESTALE) }
+        try requireCurrent(inode)
         let admission = try admit(.open(flags: flags), on: inode, by: caller)
         try hooks.materializeIfPlaceholder(inode, in: self)
         let handle = try openHandle(inode, flags: flags, newOwner: admission.newOwner)
@@ -160,13 +161,31 @@ extension OverlayFilesystem {
         // Linux truncates on O_RDONLY|O_TRUNC too (the kernel has checked write permission).
         let truncating = flags & O_TRUNC != 0
         let passed = flags & (O_SYNC | O_DSYNC)
-        let file = try FileDescriptor.reopen(try inode.descriptor(), (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+        var attempts = 0
+        while true {
+            let file = try FileDescriptor.reopen(try inode.descriptor(), (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+            if let handle = try openHandle(inode, file: file, flags: flags, newOwner: newOwner) { return handle }
+            // The entry was moved to another file between the reopen and the content lock.
+            attempts += 1
+            if attempts == 3 { throw FilesystemError(code: ESTALE) }
+        }
+    }
+
+    /// `openHandle`'s work on `file`, a descriptor opened on the entry's file; nil (nothing
+    /// counted, `file` closed) when the entry is on another file by the time its content lock
+    /// is taken: a handle must not be counted on one file while its entry reads another's header.
+    private func openHandle(_ inode: Inode, file: consuming FileDescriptor, flags: Int32, newOwner: String?) throws -> OpenFile? {
+        let writable = flags & O_ACCMODE != O_RDONLY
+        let truncating = flags & O_TRUNC != 0
         let fd = file.rawValue
         var opened: (header: ProtectedFileHeader?, key: SymmetricKey?) = (nil, nil)
+        var openedKey: BackingKey?
         do {
             try inode.contentLock.writing {
                 var st = stat()
                 guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
+                guard BackingKey(st) == inode.key else { return }
+                openedKey = BackingKey(st)
                 var header: ProtectedFileHeader?
                 if inode.openCount == 0 {
                     header = try ProtectedFileHeader.read(fd: fd)
@@ -207,7 +226,8 @@ extension OverlayFilesystem {
                 inode.adjustOpenCount(1)
             }
         }
-        return OpenFile(inode: inode, fd: file.take(), append: flags & O_APPEND != 0, writable: writable,
+        guard let openedKey else { return nil }
+        return OpenFile(inode: inode, fd: file.take(), key: openedKey, append: flags & O_APPEND != 0, writable: writable,
                         pin: pin(opened.header, key: opened.key))
     }
 

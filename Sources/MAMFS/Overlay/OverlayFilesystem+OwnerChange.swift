@@ -38,7 +38,7 @@ extension OverlayFilesystem {
         if inode.isRegular {
             try inode.contentLock.writing {
                 // Also after a failed encryption: the protect before it may have replaced the file.
-                defer { repoint(inode, toPath: path) }
+                defer { repoint(inode, toPath: path, handles: handlesAfterOwnerChange(inode)) }
                 try context.protect(path: path, accountId: owner, recursive: false)
                 if encrypted, try !context.files.isFileEncrypted(path: path) {
                     try context.files.encryptFile(path: path, forAccountId: owner)
@@ -46,7 +46,7 @@ extension OverlayFilesystem {
             }
         } else if inode.isDirectory {
             try context.protect(path: path, accountId: owner, recursive: true)
-            repointReplacedEntries()
+            repointReplacedEntries(handles: .follow)
         } else {
             throw FilesystemError(code: EPERM)
         }

@@ -83,37 +83,4 @@ extension OverlayFilesystem {
         if hasWipedOwners && context.isWiped(owner: owner) { throw FilesystemError(code: EACCES) }
         return try context.newFileHeader(owner: owner)
     }
-
-    /// Entries whose backing file was replaced under its name (protect rewrites through a temp
-    /// file and rename) are pointed at the new file, so the kernel's node keeps working.
-    /// Entries whose descriptor is closed are not opened for this: they find their object
-    /// again by name, and one replaced under its name answers ESTALE until looked up again.
-    func repointReplacedEntries() {
-        for inode in table.all where inode.isRegular {
-            DescriptorCache.withPins {
-                guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
-                var st = stat()
-                guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
-                guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return }
-                repoint(inode, toPath: path)
-            }
-        }
-    }
-
-    /// Points `inode` at whatever regular file is now at `path`.
-    func repoint(_ inode: Inode, toPath path: String) {
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
-        guard BackingKey(st) != inode.key else {
-            // Rewritten in place: same descriptor, new header (no dup: that kept one more
-            // descriptor per protect until the entry went away).
-            inode.invalidateCachedHeader()
-            return
-        }
-        guard let replacement = try? FileDescriptor.openPath(path, flags: O_NOFOLLOW),
-              let opened = try? replacement.stat() else { return }
-        // The table takes the descriptor only when it repoints the entry.
-        guard table.repoint(inode, to: opened, fd: replacement.rawValue) else { return }
-        _ = replacement.take()
-    }
 }

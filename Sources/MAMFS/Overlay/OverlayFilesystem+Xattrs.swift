@@ -130,6 +130,7 @@ extension OverlayFilesystem {
             }
             try admit(.changeOwner(to: owner), on: inode, by: caller)
             try protect(inode, owner: owner, caller: caller.credentials)
+            settleNameInvalidations()
             return
         }
         try ExtendedAttributes(path: inode.procPath).set(cName: name, value, flags: flags)
@@ -152,6 +153,7 @@ extension OverlayFilesystem {
         guard value == "1", inode.isRegular, let owner = try encryptionOwner(inode) else { throw FilesystemError(code: EPERM) }
         try admit(.changeOwner(to: owner), on: inode, by: caller)
         try protect(inode, owner: owner, caller: caller.credentials, encrypted: true)
+        settleNameInvalidations()
     }
 
     /// The account a plain file is encrypted for when "1" is written: its owner when that is a

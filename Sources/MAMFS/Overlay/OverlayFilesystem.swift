@@ -31,6 +31,13 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Drops the kernel's cached pages of a nodeid, writing dirty ones back first (set by the
     /// mount daemon: a FUSE inode invalidation of the whole range; nil in tests without a kernel).
     var contentInvalidated: ((UInt64) -> Void)?
+    /// Tells the kernel that the name (second argument) in the directory with the nodeid (first
+    /// argument) no longer leads to the node it had, without waiting (set by the mount daemon:
+    /// a FUSE entry invalidation sent from a thread of its own, `EntryInvalidator`; nil in
+    /// tests without a kernel).
+    var nameReplaced: ((UInt64, String) -> Void)?
+    /// Waits up to the given seconds for the `nameReplaced` invalidations asked for so far.
+    var nameInvalidationsSettle: ((Double) -> Void)?
     /// What the mount kind (plain, non-replicated or replicated provider) adds to requests.
     let hooks: any MountHooks
 
@@ -51,9 +58,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// a stale idea of whether it is: writes that may reach bytes 0 ..< 8, every change through
     /// a handle whose entry was repointed to another file, and the O_TRUNC that gives an
     /// untagged file its header. One backing file can be reached through two entries (a handle
-    /// left on the old file after protect replaced its name, and a later lookup of another hard
-    /// link), whose content locks do not exclude each other; this lock does. Taken after the
-    /// entry's content lock.
+    /// left on an older file of its entry, `ReplacedFileHandles.moveEntry`, and a later lookup
+    /// of another name of that file), whose content locks do not exclude each other; this lock
+    /// does. Taken after the entry's content lock.
     let untaggedPrefixLock = ReadWriteLock()
     /// Set while any account's keys are withheld (the fast path of every content check).
     let keysWithheld = Atomic<Bool>(false)

@@ -1,0 +1,140 @@
+import Glibc
+import MAMProtection
+import MAMSystem
+
+/// What becomes of an entry whose backing file another file replaced under its name
+/// (protect, a download, a materialized placeholder: written aside and renamed over it).
+enum ReplacedFileHandles {
+    /// The new file holds the old one's plaintext and the old one has no name left (mamfs
+    /// encrypted it before a write, or an owner change through the mount rewrote it): the entry
+    /// moves, and every handle open on the old file follows it (`followReplacement`), so the
+    /// node's page cache stays one file's and nothing written after is left in an unlinked file.
+    case follow
+    /// The entry moves; handles open on the old file stay there (an empty placeholder being
+    /// materialized for the open that asked: nothing of it to keep apart).
+    case moveEntry
+    /// While handles are open on the old file, the entry stays with it and the name gets an
+    /// entry (a nodeid) of its own at its next lookup (`supersede`); with none open, the entry
+    /// moves. For new content (a download), and for a file another hard link still names.
+    case keepApartWhileOpen
+}
+
+/// Entries whose backing file was replaced under their name.
+///
+/// One entry is one kernel node, and the kernel keeps one page cache per node. An entry
+/// moved to a new file while a handle stays open on the old one would have two files share
+/// it: the old handle's reads and maps would see the new file's bytes (managed bytes, after
+/// protect, reaching a handle on a personal hard link), and its writes would show, and be
+/// written back, as the new file's. So either every handle follows the entry (the same
+/// plaintext, no other name for the old file), or the entry stays with the old file and its
+/// handles, as a descriptor does on any file system when another file is renamed over its
+/// name, and the kernel is told to look the name up again.
+extension OverlayFilesystem {
+    /// Entries whose backing file was replaced under its name (protect rewrites through a temp
+    /// file and rename) are pointed at the new file (`repoint`), or kept apart from it while
+    /// handles are open. Entries whose descriptor is closed are not opened for this: they find
+    /// their object again by name, and one replaced under its name answers ESTALE until looked
+    /// up again.
+    /// - Parameter handles: `.follow` after an owner change of a directory through the mount
+    ///   (the files keep their plaintext); `.keepApartWhileOpen` otherwise (the CLI or a
+    ///   provider pass may have put other content under the name).
+    func repointReplacedEntries(handles: ReplacedFileHandles = .keepApartWhileOpen) {
+        for inode in table.all where inode.isRegular && !inode.isSuperseded {
+            DescriptorCache.withPins {
+                guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
+                var st = stat()
+                guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
+                guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return }
+                // Under the content lock, as protect repoints: an open counts its handle under
+                // it, so none is made on the old file once the entry has moved.
+                inode.contentLock.writing { repoint(inode, toPath: path, handles: handles) }
+            }
+        }
+    }
+
+    /// Points `inode` at whatever regular file is now at `path` (see `ReplacedFileHandles` for
+    /// its open handles), or, with `.keepApartWhileOpen` and handles open, leaves it on its file
+    /// and has the kernel look `path`'s name up again (`supersede`). Call under the entry's
+    /// exclusive content lock.
+    func repoint(_ inode: Inode, toPath path: String, handles: ReplacedFileHandles) {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        guard BackingKey(st) != inode.key else {
+            // Rewritten in place: same descriptor, new header (no dup: that kept one more
+            // descriptor per protect until the entry went away).
+            inode.invalidateCachedHeader()
+            return
+        }
+        if handles == .keepApartWhileOpen && inode.openCount > 0 {
+            supersede(inode, name: path)
+            return
+        }
+        guard let replacement = try? FileDescriptor.openPath(path, flags: O_NOFOLLOW),
+              let opened = try? replacement.stat() else { return }
+        if handles == .follow { inode.markReplacedByCopy(inode.key) }
+        // The table takes the descriptor only when it repoints the entry.
+        guard table.repoint(inode, to: opened, fd: replacement.rawValue) else { return }
+        _ = replacement.take()
+    }
+
+    /// Leaves `inode` with its file and its open handles, and tells the kernel that the name
+    /// of backing `path` no longer leads to it: the next lookup of the name makes an entry for
+    /// the file there now. Until the kernel has dropped the name (the invalidation is sent
+    /// from a thread of its own: the kernel takes the directory's lock for it, which a request
+    /// waiting on this one may hold), requests that reach the old entry by name find it
+    /// superseded (`requireCurrent`).
+    private func supersede(_ inode: Inode, name path: String) {
+        guard inode.markSuperseded() else { return }
+        var st = stat()
+        guard lstat(parentPath(path), &st) == 0, let parent = table.existing(BackingKey(st)) else { return }
+        nameReplaced?(parent.nodeid, PathName.lastComponent(of: path))
+    }
+
+    /// ESTALE for a request that reaches by name an entry whose file was replaced under that
+    /// name and has no name left (a superseded entry of an unlinked file): the kernel then
+    /// looks the name up again and repeats the call on the new entry, as it does for NFS
+    /// (open, stat's relatives, the xattr calls, chmod, truncate, access, link all retry once
+    /// on ESTALE). A superseded entry whose file still has another hard link goes on
+    /// answering for that name. Calls through an open handle do not come here.
+    func requireCurrent(_ inode: Inode) throws {
+        guard inode.isSuperseded else { return }
+        var st = stat()
+        guard fstatat(try inode.descriptor(), "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
+            throw FilesystemError(code: ESTALE)
+        }
+        if st.st_nlink == 0 { throw FilesystemError(code: ESTALE) }
+    }
+
+    /// After an owner change through the mount, before its reply: waits (100 ms at most) until
+    /// the kernel has dropped the names it gave new files (`supersede`), so the caller's next
+    /// call by that name finds the new file also where the old one keeps another name. Bounded,
+    /// not whole: the kernel's drop may wait for the directory's lock, which a request waiting
+    /// on this reply may hold. Call with no lock held.
+    func settleNameInvalidations() {
+        nameInvalidationsSettle?(0.1)
+    }
+
+    /// How the handles of an entry whose file an owner change through the mount just replaced
+    /// (the same plaintext under a new header) go on: they follow the entry when the old file
+    /// has no name left; when another hard link still names it, they stay with it (a handle
+    /// may have been opened by that name: the entries of hard links are one).
+    func handlesAfterOwnerChange(_ inode: Inode) -> ReplacedFileHandles {
+        var st = stat()
+        guard let fd = try? inode.descriptor(), fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0,
+              st.st_nlink == 0 else { return .keepApartWhileOpen }
+        return .follow
+    }
+
+    /// Moves `handle` to its entry's current file when the file it is open on was replaced by
+    /// a copy of its plaintext (`ReplacedFileHandles.follow`); other handles stay as they are.
+    /// Call under the entry's content lock.
+    /// - Throws: ESTALE when the current file cannot be opened.
+    func followReplacement(_ handle: OpenFile) throws {
+        let inode = handle.inode
+        guard handle.backingKey != inode.key, inode.isReplacedByCopy(handle.backingKey) else { return }
+        let reopened = try FileDescriptor.reopen(try inode.descriptor(), (handle.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC)
+        let st = try reopened.stat()
+        guard BackingKey(st) == inode.key else { throw FilesystemError(code: ESTALE) }
+        handle.follow(fd: reopened.take(), key: BackingKey(st))
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Testing
+import MAMTestSupport
+
+/// Handles open on a file that another file replaced under its name. One kernel node has one
+/// page cache, so two files must never share a node: the new file's managed bytes would reach
+/// reads and shared maps of a handle on the old one (a personal hard link, say), and the old
+/// handle's writes would show, and be written back, as the new file's. After an owner change
+/// through the mount (the same plaintext, the old file unnamed) every handle follows the name;
+/// otherwise the old handles keep the old file and the name gets a node (nodeid) of its own.
+@Suite("Handles on a file that protect replaced")
+struct ReplacedFileHandleTests {
+    /// Runs `body` (Python, cwd = mountpoint; `B` = backing directory, `ACCT`, `PAGE` = 4096;
+    /// `mapped(fd)` = a shared read-write map of the first two pages).
+    private func python(_ m: MountedFixture, _ body: String) throws -> String {
+        let script = m.base + "/replaced.py"
+        try Data(("""
+        import errno, mmap, os, sys
+        os.chdir(sys.argv[1])
+        B = os.environ["B"]
+        ACCT = os.environ["ACCT"].encode()
+        PAGE = 4096
+        def mapped(fd):
+            return mmap.mmap(fd, 2 * PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        def owner_of(name):
+            try:
+                return os.getxattr(name, "user.mam.owner").decode() or "(unmanaged)"
+            except OSError as e:
+                return errno.errorcode[e.errno]
+        def backing(name):
+            return open(B + "/" + name, "rb").read()
+
+        """ + body).utf8).write(to: URL(fileURLWithPath: script))
+        let r = try m.sh("python3 \(shellQuote(script)) \"$M\"")
+        #expect(r.status == 0, "\(r.err)")
+        return r.out
+    }
+
+    @Test("protect through the mount of an open untagged file with no other name: every handle follows the name to the protected file, one content for all, none of it plain on the backing disk",
+          arguments: MountedFixture.Kind.allCases)
+    func handlesFollowAnOwnerChange(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            open(B + "/f", "wb").write(b"A" * 2 * PAGE)
+            old = os.open("f", os.O_RDWR)
+            old_map = mapped(old)
+            print(old_map[:4], os.pread(old, 4, 0))
+            os.setxattr("f", "user.mam.owner", ACCT)
+            print(owner_of("f") == ACCT.decode())
+            new = os.open("f", os.O_RDWR)
+            new_map = mapped(new)
+            new_map[:PAGE] = b"S" * PAGE
+            new_map.flush()
+            os.pwrite(new, b"T" * PAGE, PAGE)
+            print(old_map[:4], old_map[PAGE:PAGE + 4], os.pread(old, 4, 0), os.pread(old, 4, PAGE))
+            # What the old handle writes, by its map or by pwrite, goes to the protected file.
+            old_map[8:12] = b"ZZZZ"
+            old_map.flush()
+            os.pwrite(old, b"YYYY", PAGE + 8)
+            print(new_map[8:12], os.pread(new, 4, PAGE + 8), os.fstat(old).st_nlink)
+            for x in (old_map, new_map): x.close()
+            os.close(old); os.close(new)
+            want = b"S" * 8 + b"ZZZZ" + b"S" * (PAGE - 12) + b"T" * 8 + b"YYYY" + b"T" * (PAGE - 12)
+            print(open("f", "rb").read() == want, owner_of("f") == ACCT.decode())
+            raw = backing("f")
+            print(raw.startswith(b"\\x89MAMFS\\r\\n"), [w for w in (b"SSSS", b"TTTT", b"ZZZZ", b"YYYY") if w in raw])
+            """)
+            #expect(out == """
+            b'AAAA' b'AAAA'
+            True
+            b'SSSS' b'TTTT' b'SSSS' b'TTTT'
+            b'ZZZZ' b'YYYY' 1
+            True True
+            True []
+
+            """, "\(out)")
+        }
+    }
+
+    @Test("A file replaced under its name outside the mount (mamfs protect on the backing path) while a handle is open: the old handle keeps the old file's bytes, the name leads to the new file, and neither sees the other's writes",
+          arguments: MountedFixture.Kind.allCases)
+    func externalReplacementKeepsNodesApart(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            import subprocess
+            open(B + "/e", "wb").write(b"A" * 2 * PAGE)
+            old = os.open("e", os.O_RDWR)
+            old_map = mapped(old)
+            print(old_map[:4].decode(), os.fstat(old).st_ino == os.stat("e").st_ino)
+            r = subprocess.run([os.environ["MAMFS"], "protect", B + "/e", "--account", ACCT.decode(), "--state", os.environ["S"]],
+                               capture_output=True, text=True)
+            print(r.returncode if r.returncode else "protected")
+            # An open makes the daemon pick the change up at once.
+            new = os.open("e", os.O_RDWR)
+            new_map = mapped(new)
+            print(owner_of("e") == ACCT.decode(), os.fstat(new).st_ino != os.fstat(old).st_ino)
+            new_map[:PAGE] = b"S" * PAGE
+            new_map.flush()
+            os.pwrite(new, b"T" * PAGE, PAGE)
+            print(old_map[:4].decode(), os.pread(old, 4, PAGE).decode())
+            old_map[8:12] = b"ZZZZ"
+            old_map.flush()
+            os.pwrite(old, b"YYYY", PAGE + 8)
+            print(new_map[8:12].decode(), os.pread(new, 4, PAGE + 8).decode())
+            for x in (old_map, new_map): x.close()
+            os.close(old); os.close(new)
+            print(open("e", "rb").read() == b"S" * PAGE + b"T" * PAGE, b"SSSS" in backing("e"))
+            """)
+            #expect(out == """
+            AAAA True
+            protected
+            True True
+            AAAA AAAA
+            SSSS TTTT
+            True False
+
+            """, "\(out)")
+        }
+    }
+
+    @Test("A file with a second hard link, given a new file under one name by protect: the other name's untagged file gets none of the bytes written through the new one",
+          arguments: MountedFixture.Kind.allCases)
+    func hardLinkKeepsItsBytes(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            open(B + "/h", "wb").write(b"A" * 2 * PAGE)
+            os.link(B + "/h", B + "/h2")
+            old = os.open("h", os.O_RDWR)
+            old_map = mapped(old)
+            print(old_map[:4].decode())
+            # Personal (owner ""): allowed with a second link; the name gets a tagged copy.
+            os.setxattr("h", "user.mam.owner", b"")
+            print(owner_of("h"), owner_of("h2"))
+            new = os.open("h", os.O_RDWR)
+            new_map = mapped(new)
+            new_map[:PAGE] = b"S" * PAGE
+            new_map.flush()
+            os.pwrite(new, b"T" * PAGE, PAGE)
+            print(old_map[:4].decode(), os.pread(old, 4, PAGE).decode())
+            for x in (old_map, new_map): x.close()
+            os.close(old); os.close(new)
+            print(backing("h2") == b"A" * 2 * PAGE, open("h2", "rb").read() == b"A" * 2 * PAGE)
+            print(open("h", "rb").read() == b"S" * PAGE + b"T" * PAGE, os.stat(B + "/h2").st_nlink)
+            """)
+            #expect(out == """
+            AAAA
+            (unmanaged) ENODATA
+            AAAA AAAA
+            True True
+            True 1
+
+            """, "\(out)")
+        }
+    }
+}
