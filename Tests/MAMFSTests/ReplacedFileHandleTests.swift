@@ -90,7 +90,8 @@ struct ReplacedFileHandleTests {
             r = subprocess.run([os.environ["MAMFS"], "protect", B + "/e", "--account", ACCT.decode(), "--state", os.environ["S"]],
                                capture_output=True, text=True)
             print(r.returncode if r.returncode else "protected")
-            # An open makes the daemon pick the change up at once.
+            # Reading the owner, like an open, makes the daemon pick the change up at once.
+            print(owner_of("e") == ACCT.decode())
             new = os.open("e", os.O_RDWR)
             new_map = mapped(new)
             print(owner_of("e") == ACCT.decode(), os.fstat(new).st_ino != os.fstat(old).st_ino)
@@ -109,6 +110,7 @@ struct ReplacedFileHandleTests {
             #expect(out == """
             AAAA True
             protected
+            True
             True True
             AAAA AAAA
             SSSS TTTT
@@ -150,6 +152,69 @@ struct ReplacedFileHandleTests {
             True 1
 
             """, "\(out)")
+        }
+    }
+
+    @Test("Files unlinked through the mount while open, whose names new files took, are not taken for replaced by a directory's owner change: their handles keep their bytes, the names get the new owner and keep what is written to them",
+          arguments: MountedFixture.Kind.allCases)
+    func unlinkedFilesAreNotReplacements(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            # Untagged files, placed in the backing directory: protect rewrites them on either kind.
+            os.mkdir(B + "/d")
+            old = {}
+            for i in range(8):
+                name = "d/a%d" % i
+                open(B + "/" + name, "w").write("OLD-%d" % i)
+                old[i] = os.open(name, os.O_RDWR)
+                os.unlink(name)
+                open(B + "/" + name, "w").write("NEW-%d" % i)
+            os.setxattr("d", "user.mam.owner", ACCT)
+            wrong = []
+            for i in range(8):
+                name = "d/a%d" % i
+                if os.pread(old[i], 16, 0) != b"OLD-%d" % i: wrong.append(("old handle", i))
+                os.pwrite(old[i], b"X", 0)
+                if owner_of(name) != ACCT.decode(): wrong.append(("owner", i, owner_of(name)))
+                with open(name, "r+") as f: f.write("WORK-%d" % i)
+                os.close(old[i])
+                if open(name).read() != "WORK-%d" % i: wrong.append(("content", i, open(name).read()))
+            print(wrong)
+            """)
+            #expect(out == "[]\n", "\(out)")
+        }
+    }
+
+    @Test("Files unlinked through the mount, still reachable by an O_PATH descriptor, whose names new files took: mamfs protect on the backing paths gives those names the new files, not the unlinked ones",
+          arguments: MountedFixture.Kind.allCases)
+    func unlinkedFilesStayApartAfterOutsideProtect(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            import subprocess
+            held = {}
+            for i in range(8):
+                name = "p%d" % i
+                open(B + "/" + name, "w").write("OLD-%d" % i)
+                held[i] = os.open(name, os.O_PATH)
+                os.unlink(name)
+                open(B + "/" + name, "w").write("NEW-%d" % i)
+            paths = [B + "/p%d" % i for i in range(8)]
+            r = subprocess.run([os.environ["MAMFS"], "protect"] + paths + ["--account", ACCT.decode(), "--state", os.environ["S"]],
+                               capture_output=True, text=True)
+            print(r.returncode if r.returncode else "protected", r.stderr.strip()[:200])
+            wrong = []
+            for i in range(8):
+                name = "p%d" % i
+                # An open picks the change up (refresh); the unlinked file stays what its descriptor reads.
+                if open(name).read() != "NEW-%d" % i: wrong.append(("content", i))
+                if open("/proc/self/fd/%d" % held[i]).read() != "OLD-%d" % i: wrong.append(("unlinked file", i))
+                if owner_of(name) != ACCT.decode(): wrong.append(("owner", i, owner_of(name)))
+                with open(name, "r+") as f: f.write("WORK-%d" % i)
+                os.close(held[i])
+                if open(name).read() != "WORK-%d" % i: wrong.append(("write", i))
+            print(wrong)
+            """)
+            #expect(out == "protected \n[]\n", "\(out)")
         }
     }
 }

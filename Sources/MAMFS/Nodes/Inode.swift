@@ -34,6 +34,9 @@ final class Inode: @unchecked Sendable {
         /// Set when another file replaced this entry's file under its name while handles were
         /// open on it: the entry stays with the old file, the name gets an entry of its own.
         var superseded = false
+        /// Set when an unlink or a rename through the mount took the file's last name: it was
+        /// removed, not replaced, whatever file a name it had leads to later.
+        var unlinked = false
     }
     private let state: Mutex<State>
     /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
@@ -114,6 +117,14 @@ final class Inode: @unchecked Sendable {
 
     /// Whether another file replaced this entry's file under its name while handles were open.
     var isSuperseded: Bool { state.withLock { $0.superseded } }
+
+    /// Records that a call through the mount removed the file's last name (see `State.unlinked`).
+    func markUnlinked() {
+        state.withLock { $0.unlinked = true }
+    }
+
+    /// Whether a call through the mount removed the file's last name.
+    var isUnlinked: Bool { state.withLock { $0.unlinked } }
 
     /// Drops the cached header, key and hint (the backing file was rewritten in place).
     func invalidateCachedHeader() {

@@ -1,5 +1,6 @@
 import CFuse
 import Glibc
+import MAMSystem
 
 /// Keeping the recorded (parent, name) of entries current, so an entry whose descriptor the
 /// cache closed finds its object again (DescriptorCache), and undoing what a request whose
@@ -16,7 +17,18 @@ extension OverlayFilesystem {
 
     /// After `name` was removed from `dir` (unlink, rmdir).
     func recordRemoval(_ inode: Inode?, dir: Inode, name: UnsafePointer<CChar>) {
-        if let inode { table.descriptors.nameRemoved(inode, parent: dir, name: name) }
+        guard let inode else { return }
+        table.descriptors.nameRemoved(inode, parent: dir, name: name)
+        markIfUnlinked(inode)
+    }
+
+    /// Marks `inode` as removed (`Inode.markUnlinked`) when the name just taken from it was its
+    /// file's last: `repointReplacedEntries` must not take it for a file replaced under the
+    /// name, which another file may have by now.
+    private func markIfUnlinked(_ inode: Inode) {
+        guard inode.isRegular, let fd = table.descriptors.openDescriptor(of: inode) else { return }
+        var st = stat()
+        if fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 { inode.markUnlinked() }
     }
 
     /// The entries a rename of `name` in `from` to `newName` in `to` moves and replaces (only a
@@ -38,6 +50,7 @@ extension OverlayFilesystem {
                 table.descriptors.setName(replaced, parent: from, name: name)
             } else {
                 table.descriptors.nameRemoved(replaced, parent: to, name: newName)
+                markIfUnlinked(replaced)
             }
         }
         if let moving { table.descriptors.setName(moving, parent: to, name: newName) }

@@ -34,12 +34,15 @@ extension OverlayFilesystem {
     /// file and rename) are pointed at the new file (`repoint`), or kept apart from it while
     /// handles are open. Entries whose descriptor is closed are not opened for this: they find
     /// their object again by name, and one replaced under its name answers ESTALE until looked
-    /// up again.
+    /// up again. A file removed outside the mount, whose name a new file then took, cannot be
+    /// told from one replaced under its name.
     /// - Parameter handles: `.follow` after an owner change of a directory through the mount
     ///   (the files keep their plaintext); `.keepApartWhileOpen` otherwise (the CLI or a
     ///   provider pass may have put other content under the name).
     func repointReplacedEntries(handles: ReplacedFileHandles = .keepApartWhileOpen) {
-        for inode in table.all where inode.isRegular && !inode.isSuperseded {
+        // A file whose last name an unlink or rename through the mount removed was not
+        // replaced, although its old name may lead to another file now.
+        for inode in table.all where inode.isRegular && !inode.isSuperseded && !inode.isUnlinked {
             DescriptorCache.withPins {
                 guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
                 var st = stat()

@@ -52,10 +52,13 @@ extension OverlayFilesystem {
     /// - Throws: ENODATA (absent or reserved), EOPNOTSUPP (an `UnkeptAttribute`: ACLs, security
     ///   labels), ERANGE (larger than `size`).
     func getxattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, size: Int, caller: Caller) throws -> XattrReply {
+        let virtual = isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute)
+        // An owner read right after `mamfs protect` on the backing path finds the new file.
+        refresh(force: virtual)
         let inode = try node(nodeid, for: .readXattr, by: caller)
         if UnkeptAttribute.contains(cName: name) { throw FilesystemError(code: EOPNOTSUPP) }
         if isReserved(name) { throw FilesystemError(code: ENODATA) }
-        if isNamed(name, OverlayFilesystem.ownerAttribute) || isNamed(name, OverlayFilesystem.encryptedAttribute) {
+        if virtual {
             guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
             return try reply(Array(value.utf8), size: size)
         }
@@ -72,6 +75,7 @@ extension OverlayFilesystem {
     /// an owner.
     /// - Throws: ERANGE when the list is larger than `size` (`size` 0 asks for its length).
     func listxattr(_ nodeid: UInt64, size: Int, caller: Caller) throws -> XattrReply {
+        refresh(force: false)
         let inode = try node(nodeid, for: .readXattr, by: caller)
         let own = [Array(OverlayFilesystem.ownerAttribute.utf8), Array(OverlayFilesystem.encryptedAttribute.utf8)]
         var names: [UInt8] = []
