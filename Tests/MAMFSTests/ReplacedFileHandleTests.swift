@@ -217,4 +217,78 @@ struct ReplacedFileHandleTests {
             #expect(out == "protected \n[]\n", "\(out)")
         }
     }
+
+    @Test("An owner change by a hard link's name, after the name the file was first known by was removed or taken by another file, changes that file and no other; a handle on it follows it through a directory's owner change",
+          arguments: MountedFixture.Kind.allCases)
+    func ownerChangeByASurvivingLink(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            def plain(name, text):
+                open(B + "/" + name, "w").write(text)
+            # Removed, then another file under the old name.
+            plain("a", "FILE-OF-B"); os.stat("a"); os.link("a", "b"); os.unlink("a"); plain("a", "UNRELATED")
+            os.setxattr("b", "user.mam.owner", ACCT)
+            print(owner_of("b") == ACCT.decode(), open("b").read(), backing("a"), owner_of("a"))
+            # Replaced by a rename through the mount.
+            plain("c", "FILE-OF-D"); os.stat("c"); os.link("c", "d"); plain("e", "OTHER"); os.rename("e", "c")
+            os.setxattr("d", "user.mam.owner", ACCT)
+            print(owner_of("d") == ACCT.decode(), open("d").read(), backing("c"), owner_of("c"))
+            # No other name at all: the surviving link is still protected.
+            plain("f", "FILE-OF-G"); os.stat("f"); os.link("f", "g"); os.unlink("f")
+            os.setxattr("g", "user.mam.owner", ACCT)
+            print(owner_of("g") == ACCT.decode(), open("g").read())
+            # A directory's owner change: the handle open on the surviving link follows it.
+            os.mkdir(B + "/s"); plain("s/a", "FILE-OF-B"); os.stat("s/a"); os.link("s/a", "s/b"); os.unlink("s/a")
+            fd = os.open("s/b", os.O_RDWR)
+            os.setxattr("s", "user.mam.owner", ACCT)
+            os.pwrite(fd, b"WRITTEN-AFTER", 0)
+            os.close(fd)
+            print(owner_of("s/b") == ACCT.decode(), open("s/b").read())
+            print(sorted(n for n in os.listdir(B) if not n.startswith(".")))
+            """)
+            #expect(out == """
+            True FILE-OF-B b'UNRELATED' ENODATA
+            True FILE-OF-D b'OTHER' ENODATA
+            True FILE-OF-G
+            True WRITTEN-AFTER
+            ['a', 'b', 'c', 'd', 'g', 's']
+
+            """, "\(out)")
+        }
+    }
+
+    @Test("A handle left on a file that mamfs protect replaced from outside the mount: fchmod, fchown, ftruncate, futimens and fstat act on its own file, not on the name's new one",
+          arguments: MountedFixture.Kind.allCases)
+    func metadataCallsOnALeftHandle(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            import subprocess
+            open(B + "/q", "w").write("QQQQQQQQ")
+            os.chmod(B + "/q", 0o644)
+            fd = os.open("q", os.O_RDWR)
+            subprocess.run([os.environ["MAMFS"], "protect", B + "/q", "--account", ACCT.decode(), "--state", os.environ["S"]], check=True)
+            print(owner_of("q") == ACCT.decode())
+            results = []
+            for name, call in (("fchmod", lambda: os.fchmod(fd, 0o600)), ("fchown", lambda: os.fchown(fd, 0, 0)),
+                               ("ftruncate", lambda: os.ftruncate(fd, 4)), ("futimens", lambda: os.utime(fd, (1000000000, 1000000000)))):
+                try:
+                    call(); results.append(name + " ok")
+                except OSError as e:
+                    results.append(name + " " + errno.errorcode[e.errno])
+            print(" ".join(results))
+            st = os.fstat(fd)
+            print(oct(st.st_mode & 0o777), st.st_mtime == 1000000000, os.pread(fd, 16, 0))
+            st = os.stat("q")
+            print(oct(st.st_mode & 0o777), st.st_mtime != 1000000000, open("q").read())
+            os.close(fd)
+            """)
+            #expect(out == """
+            True
+            fchmod ok fchown ok ftruncate ok futimens ok
+            0o600 True b'QQQQ'
+            0o644 True QQQQQQQQ
+
+            """, "\(out)")
+        }
+    }
 }

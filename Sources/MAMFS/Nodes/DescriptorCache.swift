@@ -139,6 +139,41 @@ final class DescriptorCache: @unchecked Sendable {
         }
     }
 
+    /// The name `inode` was last known by (lookup, create, link, rename), unless that name was
+    /// removed since.
+    func recordedName(of inode: Inode) -> NodeName? {
+        ledger.withLock { _ in inode.slot.nameLost ? nil : inode.slot.record }
+    }
+
+    /// Opens `inode`'s object again by a name it still has and makes that its descriptor
+    /// (pinned like `descriptor(of:)`): for an entry whose descriptor was opened by a name that
+    /// is gone while another link remains. Tries the recorded name (the last one the kernel
+    /// found it by), then the other names of the recorded name's directory (hard links usually
+    /// share one; a lookup of one link and the removal of that link leave no record). Each
+    /// candidate is opened with O_PATH|O_NOFOLLOW and taken only when its (st_dev, st_ino) is
+    /// the entry's. Nil when none is found.
+    func reopenByAnotherName(_ inode: Inode) -> Int32? {
+        let (record, lost) = ledger.withLock { _ in (inode.slot.record, inode.slot.nameLost) }
+        guard let record, let parentFD = try? descriptor(of: record.parent) else { return nil }
+        func take(_ name: UnsafePointer<CChar>) -> Int32? {
+            guard let found = try? FileDescriptor.openPath(in: parentFD, name, flags: O_NOFOLLOW),
+                  let st = try? found.stat(), BackingKey(st) == inode.key else { return nil }
+            let fd = found.take()
+            replace(inode, with: fd)
+            setName(inode, parent: record.parent, name: name)
+            return fd
+        }
+        if !lost, let fd = record.name.withUnsafeBufferPointer({ take($0.baseAddress!) }) { return fd }
+        guard let directory = try? FileDescriptor.open(in: parentFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+              var names = try? DirectoryIterator(adopting: directory) else { return nil }
+        while let entry = try? names.next() {
+            guard entry.inode == inode.key.inode else { continue }
+            let name = entry.name.map { CChar(bitPattern: $0) } + [0]
+            if let fd = name.withUnsafeBufferPointer({ take($0.baseAddress!) }) { return fd }
+        }
+        return nil
+    }
+
     // MARK: Names
 
     /// `inode` is now known as `name` in `parent` (lookup, create, link, rename).

@@ -6,10 +6,20 @@ import MAMSystem
 /// Paths, headers, keys and attributes of backing objects, and the owner a new file inherits.
 extension OverlayFilesystem {
 
-    /// The current backing path of an object (follows renames made through the mount).
+    /// The current backing path of an object (follows renames made through the mount). When
+    /// the name its descriptor was opened by is gone (that path may name another object now),
+    /// the entry's descriptor is opened again by another name of the file, a hard link
+    /// (`DescriptorCache.reopenByAnotherName`).
+    /// - Throws: ENOENT when the object has no name that mamfs can find (unlinked, or linked
+    ///   only in another directory that the mount did not look it up in); ESTALE and the like
+    ///   from the descriptor.
     func backingPath(_ inode: Inode) throws -> String {
         if inode.nodeid == table.root.nodeid { return rootPath }
-        return try ProcessDescriptorPath.currentPath(of: try inode.descriptor()).path
+        let (path, deleted) = try ProcessDescriptorPath.currentPath(of: try inode.descriptor())
+        guard deleted else { return path }
+        guard let fd = table.descriptors.reopenByAnotherName(inode),
+              case let (again, false) = try ProcessDescriptorPath.currentPath(of: fd) else { throw FilesystemError(code: ENOENT) }
+        return again
     }
 
     /// The owner a new file in `directory` gets: the tag of the nearest tagged backing

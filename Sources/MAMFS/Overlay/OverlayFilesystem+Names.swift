@@ -41,7 +41,6 @@ extension OverlayFilesystem {
     /// - Throws: EISDIR/EINVAL for a size change on a non-file; the backing calls' errno.
     func setattr(_ nodeid: UInt64, _ changes: AttributeChanges, handle: OpenFile?, caller: Caller) throws -> stat {
         let inode = try node(nodeid, for: .changeAttributes, by: caller)
-        if handle == nil { try requireCurrent(inode) }
         guard let size = changes.size else {
             guard inode.isRegular else {
                 try applyMetadata(inode, handle, changes)

@@ -47,12 +47,22 @@ extension OverlayFilesystem {
                 guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
                 var st = stat()
                 guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
-                guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return }
+                guard let path = replacedName(inode, fd: fd) else { return }
                 // Under the content lock, as protect repoints: an open counts its handle under
                 // it, so none is made on the old file once the entry has moved.
                 inode.contentLock.writing { repoint(inode, toPath: path, handles: handles) }
             }
         }
+    }
+
+    /// The backing path `inode`'s unlinked file was last known by: its recorded name (what the
+    /// kernel last found it as), else the name its descriptor `fd` was opened by.
+    private func replacedName(_ inode: Inode, fd: Int32) -> String? {
+        if let record = table.descriptors.recordedName(of: inode), let parent = try? backingPath(record.parent) {
+            return PathName.appending(record.name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, to: parent)
+        }
+        guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return nil }
+        return path
     }
 
     /// Points `inode` at whatever regular file is now at `path` (see `ReplacedFileHandles` for
@@ -78,6 +88,8 @@ extension OverlayFilesystem {
         // The table takes the descriptor only when it repoints the entry.
         guard table.repoint(inode, to: opened, fd: replacement.rawValue) else { return }
         _ = replacement.take()
+        // The kernel may hold the old file's attributes (a link count of 0) for this node.
+        attributesChanged?(inode.nodeid)
     }
 
     /// Leaves `inode` with its file and its open handles, and tells the kernel that the name
@@ -95,10 +107,12 @@ extension OverlayFilesystem {
 
     /// ESTALE for a request that reaches by name an entry whose file was replaced under that
     /// name and has no name left (a superseded entry of an unlinked file): the kernel then
-    /// looks the name up again and repeats the call on the new entry, as it does for NFS
-    /// (open, stat's relatives, the xattr calls, chmod, truncate, access, link all retry once
-    /// on ESTALE). A superseded entry whose file still has another hard link goes on
-    /// answering for that name. Calls through an open handle do not come here.
+    /// looks the name up again and repeats the call on the new entry, as it does for NFS (open,
+    /// the xattr calls, access and link retry once on ESTALE). Used for those calls only: the
+    /// kernel sends the xattr calls of a descriptor (fgetxattr) without its handle, so they
+    /// get ESTALE on a descriptor left on such a file, while attribute reads and changes
+    /// (fstat, fchmod, fchown, futimens) answer for its own file. A superseded entry whose
+    /// file still has another hard link goes on answering for that name.
     func requireCurrent(_ inode: Inode) throws {
         guard inode.isSuperseded else { return }
         var st = stat()
