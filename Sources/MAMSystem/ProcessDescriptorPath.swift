@@ -33,7 +33,11 @@ public enum ProcessDescriptorPath {
     /// that matters check the path again (stat and compare device and inode).
     /// - Throws: ENOENT when /proc is not mounted or `fd` is not open; other readlink errors.
     public static func currentPath(of fd: Int32) throws(Errno) -> (path: String, deleted: Bool) {
-        let target = try SymbolicLink.readLinkString(path(of: fd))
+        currentPath(readLinkTarget: try SymbolicLink.readLinkString(path(of: fd)))
+    }
+
+    /// `currentPath` of a /proc/self/fd link's `target` as readlink gave it.
+    public static func currentPath(readLinkTarget target: String) -> (path: String, deleted: Bool) {
         guard target.hasSuffix(deletedSuffix) else { return (target, false) }
         return (String(target.dropLast(deletedSuffix.count)), true)
     }

@@ -291,4 +291,54 @@ struct ReplacedFileHandleTests {
             """, "\(out)")
         }
     }
+
+    @Test("mamfs protect on a backing path never moves a name's entry to a file found by another, stale name: the work file's name keeps the work file, and an unrelated personal file under an old hard-link name gets none of its bytes",
+          arguments: MountedFixture.Kind.allCases)
+    func staleNamesNeverChooseAFile(kind: MountedFixture.Kind) throws {
+        try withMount(kind) { m in
+            let out = try python(m, """
+            import subprocess
+            os.mkdir(B + "/d"); os.mkdir(B + "/d2")
+            open(B + "/d/a", "w").write("WORKDATA\\n")
+            os.stat("d/a"); os.link("d/a", "d2/b")
+            # The other name is replaced outside the mount (an editor's save by rename).
+            os.unlink(B + "/d2/b"); open(B + "/d2/b", "w").write("UNRELATED-PERSONAL\\n")
+            subprocess.run([os.environ["MAMFS"], "protect", B + "/d/a", "--account", ACCT.decode(), "--state", os.environ["S"]], check=True)
+            print(open("d/a").read().strip(), owner_of("d/a") == ACCT.decode())
+            with open("d/a", "a") as f: f.write("SECRET-WORK-TEXT\\n")
+            print(open("d/a").read().split(), backing("d2/b"), owner_of("d2/b"))
+            """)
+            #expect(out == """
+            WORKDATA True
+            ['WORKDATA', 'SECRET-WORK-TEXT'] b'UNRELATED-PERSONAL\\n' ENODATA
+
+            """, "\(out)")
+        }
+    }
+
+    @Test("Owner changes by names mamfs cannot pass on as a path touch no other file: a name that is not UTF-8 fails with EILSEQ while a look-alike name stays as it was; a live name ending in \" (deleted)\" is protected itself")
+    func oddNamesNeverReachAnotherFile() throws {
+        try withMount(.unmanaged) { m in
+            let out = try python(m, """
+            odd, look = b"a\\xff", b"a\\xef\\xbf\\xbd"
+            open(B.encode() + b"/" + odd, "w").write("ODD")
+            open(B.encode() + b"/" + look, "w").write("LOOK")
+            try:
+                os.setxattr(odd, "user.mam.owner", ACCT); print("protected")
+            except OSError as e:
+                print(errno.errorcode[e.errno])
+            print(open(B.encode() + b"/" + look, "rb").read(), open(B.encode() + b"/" + odd, "rb").read(), open(odd).read())
+            open(B + "/x", "w").write("X")
+            open(B + "/x (deleted)", "w").write("XD")
+            os.setxattr("x (deleted)", "user.mam.owner", ACCT)
+            print(owner_of("x (deleted)") == ACCT.decode(), owner_of("x"), backing("x"), open("x (deleted)").read())
+            """)
+            #expect(out == """
+            EILSEQ
+            b'LOOK' b'ODD' ODD
+            True ENODATA b'X' XD
+
+            """, "\(out)")
+        }
+    }
 }

@@ -38,7 +38,7 @@ import MAMFileProvider
 /// `mamfs provider sync` or mount (non-replicated) or pass (replicated).
 protocol MountHooks: AnyObject, Sendable {
     /// The first pass, before the mount appears; `afterPass` is called after later passes that
-    /// changed the local tree (entries whose file was replaced are repointed).
+    /// changed the local tree (entries whose file was replaced are superseded: the kernel looks their names up again).
     func initialPass(afterPass: @escaping @Sendable () -> Void)
 
     /// Starts background work (a replicated mount's passes).

@@ -62,7 +62,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
     /// What `mamfs provider sync` does, on the queue (in order with the requests' remote work):
     /// the upload queue replayed, pending uploads, then the placeholders refreshed (new,
     /// changed, renamed and deleted remote items; see `NonReplicatedProvider.syncPass`).
-    /// Entries whose file was replaced are repointed after a pass that changed the local tree.
+    /// Entries whose file was replaced are superseded after a pass that changed the local tree.
     private func lookForRemoteChanges() {
         work.sync {
             let report = provider.syncPass(schedule: schedule, log: log)

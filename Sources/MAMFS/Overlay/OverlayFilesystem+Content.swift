@@ -6,20 +6,35 @@ import MAMSystem
 /// Paths, headers, keys and attributes of backing objects, and the owner a new file inherits.
 extension OverlayFilesystem {
 
-    /// The current backing path of an object (follows renames made through the mount). When
-    /// the name its descriptor was opened by is gone (that path may name another object now),
-    /// the entry's descriptor is opened again by another name of the file, a hard link
-    /// (`DescriptorCache.reopenByAnotherName`).
-    /// - Throws: ENOENT when the object has no name that mamfs can find (unlinked, or linked
-    ///   only in another directory that the mount did not look it up in); ESTALE and the like
-    ///   from the descriptor.
+    /// The current backing path of an object (follows renames made through the mount): the
+    /// path of the entry's descriptor, used only once `lstat` of it finds the entry's own
+    /// (st_dev, st_ino). When the name the descriptor was opened by is gone (the path may
+    /// name another object by then), the entry's descriptor is opened again by another name of
+    /// the file, a hard link (`DescriptorCache.reopenByAnotherName`).
+    /// - Throws: EILSEQ when the path is not valid UTF-8 (it cannot be passed on as a `String`
+    ///   without naming another file); ENOENT when the object has no name mamfs can find
+    ///   (unlinked, or linked only in another directory the mount did not look it up in);
+    ///   ESTALE and the like from the descriptor.
     func backingPath(_ inode: Inode) throws -> String {
         if inode.nodeid == table.root.nodeid { return rootPath }
-        let (path, deleted) = try ProcessDescriptorPath.currentPath(of: try inode.descriptor())
-        guard deleted else { return path }
+        if let path = try verifiedPath(of: try inode.descriptor(), key: inode.key) { return path }
         guard let fd = table.descriptors.reopenByAnotherName(inode),
-              case let (again, false) = try ProcessDescriptorPath.currentPath(of: fd) else { throw FilesystemError(code: ENOENT) }
-        return again
+              let path = try verifiedPath(of: fd, key: inode.key) else { throw FilesystemError(code: ENOENT) }
+        return path
+    }
+
+    /// The path /proc/self/fd gives for `fd` when it names the object `key` (nil when it does
+    /// not: a removed name, or one ending in " (deleted)" that another object has now).
+    /// - Throws: EILSEQ for a path that is not valid UTF-8; readlink's errno.
+    private func verifiedPath(of fd: Int32, key: BackingKey) throws -> String? {
+        let bytes = try SymbolicLink.readLink(ProcessDescriptorPath.path(of: fd))
+        guard let target = String(validating: bytes, as: UTF8.self) else { throw FilesystemError(code: EILSEQ) }
+        var st = stat()
+        // The name as it is (a live name may end in " (deleted)"), else without the kernel's mark.
+        for candidate in [target, ProcessDescriptorPath.currentPath(readLinkTarget: target).path] {
+            if lstat(candidate, &st) == 0, BackingKey(st) == key { return candidate }
+        }
+        return nil
     }
 
     /// The owner a new file in `directory` gets: the tag of the nearest tagged backing

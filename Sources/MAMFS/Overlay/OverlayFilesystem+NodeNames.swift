@@ -23,7 +23,7 @@ extension OverlayFilesystem {
     }
 
     /// Marks `inode` as removed (`Inode.markUnlinked`) when the name just taken from it was its
-    /// file's last: `repointReplacedEntries` must not take it for a file replaced under the
+    /// file's last: `supersedeReplacedEntries` must not take it for a file replaced under the
     /// name, which another file may have by now.
     private func markIfUnlinked(_ inode: Inode) {
         guard inode.isRegular, let fd = table.descriptors.openDescriptor(of: inode) else { return }

@@ -45,8 +45,16 @@ extension OverlayFilesystem {
                 }
             }
         } else if inode.isDirectory {
+            // The files below that have entries, by the names they have now: those the protect
+            // rewrites are followed by these names (the same plaintext under a new header).
+            let before = filesBelow(path)
+            // Also after a failure part of the way: the files rewritten until then.
+            defer {
+                for (file, filePath) in before {
+                    file.contentLock.writing { repoint(file, toPath: filePath, handles: handlesAfterOwnerChange(file)) }
+                }
+            }
             try context.protect(path: path, accountId: owner, recursive: true)
-            repointReplacedEntries(handles: .follow)
         } else {
             throw FilesystemError(code: EPERM)
         }

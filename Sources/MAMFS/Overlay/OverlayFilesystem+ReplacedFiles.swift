@@ -13,10 +13,10 @@ enum ReplacedFileHandles {
     /// The entry moves; handles open on the old file stay there (an empty placeholder being
     /// materialized for the open that asked: nothing of it to keep apart).
     case moveEntry
-    /// While handles are open on the old file, the entry stays with it and the name gets an
-    /// entry (a nodeid) of its own at its next lookup (`supersede`); with none open, the entry
-    /// moves. For new content (a download), and for a file another hard link still names.
-    case keepApartWhileOpen
+    /// The entry stays with the old file and its handles, and the name gets an entry (a nodeid)
+    /// of its own at its next lookup (`supersede`): for a file another hard link still names
+    /// (the entries of hard links are one, so moving it would move the other names too).
+    case keepApart
 }
 
 /// Entries whose backing file was replaced under their name.
@@ -25,50 +25,68 @@ enum ReplacedFileHandles {
 /// moved to a new file while a handle stays open on the old one would have two files share
 /// it: the old handle's reads and maps would see the new file's bytes (managed bytes, after
 /// protect, reaching a handle on a personal hard link), and its writes would show, and be
-/// written back, as the new file's. So either every handle follows the entry (the same
-/// plaintext, no other name for the old file), or the entry stays with the old file and its
-/// handles, as a descriptor does on any file system when another file is renamed over its
-/// name, and the kernel is told to look the name up again.
+/// written back, as the new file's. So an entry moves only where mamfs itself replaced the file
+/// by a known name and every handle follows it (the same plaintext, no other name for the old
+/// file); otherwise it stays with the old file and its handles, as a descriptor does on any
+/// file system when another file is renamed over its name, and the kernel is told to look the
+/// name up again.
 extension OverlayFilesystem {
-    /// Entries whose backing file was replaced under its name (protect rewrites through a temp
-    /// file and rename) are pointed at the new file (`repoint`), or kept apart from it while
-    /// handles are open. Entries whose descriptor is closed are not opened for this: they find
-    /// their object again by name, and one replaced under its name answers ESTALE until looked
-    /// up again. A file removed outside the mount, whose name a new file then took, cannot be
-    /// told from one replaced under its name.
-    /// - Parameter handles: `.follow` after an owner change of a directory through the mount
-    ///   (the files keep their plaintext); `.keepApartWhileOpen` otherwise (the CLI or a
-    ///   provider pass may have put other content under the name).
-    func repointReplacedEntries(handles: ReplacedFileHandles = .keepApartWhileOpen) {
-        // A file whose last name an unlink or rename through the mount removed was not
-        // replaced, although its old name may lead to another file now.
+    /// Entries whose file was replaced outside the mount's own calls (the CLI's protect on a
+    /// backing path, a provider pass) are superseded: the kernel is told to look their names
+    /// up again, and finds whatever file each name has now. They are never moved: which of an
+    /// unlinked file's former names was replaced, and by what, cannot be known here (a name
+    /// recorded from a hard link may hold an unrelated file by now), and a new lookup needs no
+    /// guess. Entries whose descriptor is closed are not opened for this: they find their
+    /// object again by name, and one replaced under its name answers ESTALE until looked up
+    /// again. A file whose last name an unlink or rename through the mount removed was not
+    /// replaced and is left alone.
+    func supersedeReplacedEntries() {
         for inode in table.all where inode.isRegular && !inode.isSuperseded && !inode.isUnlinked {
             DescriptorCache.withPins {
                 guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
                 var st = stat()
                 guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
-                guard let path = replacedName(inode, fd: fd) else { return }
-                // Under the content lock, as protect repoints: an open counts its handle under
-                // it, so none is made on the old file once the entry has moved.
-                inode.contentLock.writing { repoint(inode, toPath: path, handles: handles) }
+                supersede(inode, names: formerNames(inode, fd: fd))
             }
         }
     }
 
-    /// The backing path `inode`'s unlinked file was last known by: its recorded name (what the
-    /// kernel last found it as), else the name its descriptor `fd` was opened by.
-    private func replacedName(_ inode: Inode, fd: Int32) -> String? {
-        if let record = table.descriptors.recordedName(of: inode), let parent = try? backingPath(record.parent) {
-            return PathName.appending(record.name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, to: parent)
+    /// The backing paths `inode`'s unlinked file may still be cached under in the kernel: the
+    /// name its descriptor `fd` was opened by, and its recorded name (what the kernel last
+    /// found it as). Only for invalidation: neither is trusted to name a replacement.
+    private func formerNames(_ inode: Inode, fd: Int32) -> [String] {
+        var names: [String] = []
+        if let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted { names.append(path) }
+        if let record = table.descriptors.recordedName(of: inode), let parent = try? backingPath(record.parent),
+           let name = record.name.withUnsafeBufferPointer({ String(validatingCString: $0.baseAddress!) }) {
+            let path = PathName.appending(name, to: parent)
+            if !names.contains(path) { names.append(path) }
         }
-        guard let (path, deleted) = try? ProcessDescriptorPath.currentPath(of: fd), deleted else { return nil }
-        return path
+        return names
+    }
+
+    /// After an owner change of the directory at backing `path` through the mount: the regular
+    /// files below it that have entries, each with the path it had just before (checked to
+    /// name its own file), so that those the change rewrote can be followed by name.
+    func filesBelow(_ path: String) -> [(Inode, String)] {
+        let prefix = path.hasSuffix("/") ? path : path + "/"
+        var found: [(Inode, String)] = []
+        for inode in table.all where inode.isRegular && !inode.isSuperseded {
+            DescriptorCache.withPins {
+                // backingPath: by another name of the file when the one its descriptor was
+                // opened by is gone (a hard link).
+                guard table.descriptors.openDescriptor(of: inode) != nil,
+                      let filePath = try? backingPath(inode), filePath.hasPrefix(prefix) else { return }
+                found.append((inode, filePath))
+            }
+        }
+        return found
     }
 
     /// Points `inode` at whatever regular file is now at `path` (see `ReplacedFileHandles` for
-    /// its open handles), or, with `.keepApartWhileOpen` and handles open, leaves it on its file
-    /// and has the kernel look `path`'s name up again (`supersede`). Call under the entry's
-    /// exclusive content lock.
+    /// its open handles), or, with `.keepApart`, leaves it on its file and has the kernel look
+    /// `path`'s name up again (`supersede`). `path` must be the name mamfs itself just had
+    /// the file replaced under. Call under the entry's exclusive content lock.
     func repoint(_ inode: Inode, toPath path: String, handles: ReplacedFileHandles) {
         var st = stat()
         guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
@@ -78,8 +96,8 @@ extension OverlayFilesystem {
             inode.invalidateCachedHeader()
             return
         }
-        if handles == .keepApartWhileOpen && inode.openCount > 0 {
-            supersede(inode, name: path)
+        if handles == .keepApart {
+            supersede(inode, names: [path])
             return
         }
         guard let replacement = try? FileDescriptor.openPath(path, flags: O_NOFOLLOW),
@@ -92,17 +110,19 @@ extension OverlayFilesystem {
         attributesChanged?(inode.nodeid)
     }
 
-    /// Leaves `inode` with its file and its open handles, and tells the kernel that the name
-    /// of backing `path` no longer leads to it: the next lookup of the name makes an entry for
-    /// the file there now. Until the kernel has dropped the name (the invalidation is sent
-    /// from a thread of its own: the kernel takes the directory's lock for it, which a request
-    /// waiting on this one may hold), requests that reach the old entry by name find it
-    /// superseded (`requireCurrent`).
-    private func supersede(_ inode: Inode, name path: String) {
+    /// Leaves `inode` with its file and its open handles, and tells the kernel that the names
+    /// (backing paths) `names` no longer lead to it: the next lookup of each makes an entry for
+    /// the file there now. Until the kernel has dropped them (the invalidation is sent from a
+    /// thread of its own: the kernel takes the directory's lock for it, which a request waiting
+    /// on this one may hold), requests that reach the old entry by name find it superseded
+    /// (`requireCurrent`).
+    private func supersede(_ inode: Inode, names: [String]) {
         guard inode.markSuperseded() else { return }
-        var st = stat()
-        guard lstat(parentPath(path), &st) == 0, let parent = table.existing(BackingKey(st)) else { return }
-        nameReplaced?(parent.nodeid, PathName.lastComponent(of: path))
+        for path in names {
+            var st = stat()
+            guard lstat(parentPath(path), &st) == 0, let parent = table.existing(BackingKey(st)) else { continue }
+            nameReplaced?(parent.nodeid, PathName.lastComponent(of: path))
+        }
     }
 
     /// ESTALE for a request that reaches by name an entry whose file was replaced under that
@@ -138,7 +158,7 @@ extension OverlayFilesystem {
     func handlesAfterOwnerChange(_ inode: Inode) -> ReplacedFileHandles {
         var st = stat()
         guard let fd = try? inode.descriptor(), fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0,
-              st.st_nlink == 0 else { return .keepApartWhileOpen }
+              st.st_nlink == 0 else { return .keepApart }
         return .follow
     }
 

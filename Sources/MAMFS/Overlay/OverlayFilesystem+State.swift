@@ -43,7 +43,7 @@ extension OverlayFilesystem {
         enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
         fileProtectionInUse.store(OverlayFilesystem.anyFileProtectionLevel(context), ordering: .relaxed)
         daemonLog.update(from: context)
-        repointReplacedEntries()
+        supersedeReplacedEntries()
     }
 
     func isHidden(_ header: ProtectedFileHeader?) -> Bool {

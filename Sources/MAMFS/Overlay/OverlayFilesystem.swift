@@ -114,7 +114,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         refreshState.withLock { $0.wipedOwners = wiped }
         enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
         fileProtectionInUse.store(OverlayFilesystem.anyFileProtectionLevel(context), ordering: .relaxed)
-        hooks.initialPass(afterPass: { [weak self] in self?.repointReplacedEntries() })
+        hooks.initialPass(afterPass: { [weak self] in self?.supersedeReplacedEntries() })
     }
 
     // MARK: Lifecycle
