@@ -27,8 +27,7 @@ extension OverlayFilesystem {
     /// name, which another file may have by now.
     private func markIfUnlinked(_ inode: Inode) {
         guard inode.isRegular, let fd = table.descriptors.openDescriptor(of: inode) else { return }
-        var st = stat()
-        if fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 { inode.markUnlinked() }
+        if (try? SystemCall.stat(fd: fd))?.st_nlink == 0 { inode.markUnlinked() }
     }
 
     /// The entries a rename of `name` in `from` to `newName` in `to` moves and replaces (only a

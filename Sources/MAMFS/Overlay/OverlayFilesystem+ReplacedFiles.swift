@@ -43,9 +43,7 @@ extension OverlayFilesystem {
     func supersedeReplacedEntries() {
         for inode in table.all where inode.isRegular && !inode.isSuperseded && !inode.isUnlinked {
             DescriptorCache.withPins {
-                guard let fd = table.descriptors.openDescriptor(of: inode) else { return }
-                var st = stat()
-                guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_nlink == 0 else { return }
+                guard let fd = table.descriptors.openDescriptor(of: inode), (try? SystemCall.stat(fd: fd))?.st_nlink == 0 else { return }
                 supersede(inode, names: formerNames(inode, fd: fd))
             }
         }
@@ -135,11 +133,7 @@ extension OverlayFilesystem {
     /// file still has another hard link goes on answering for that name.
     func requireCurrent(_ inode: Inode) throws {
         guard inode.isSuperseded else { return }
-        var st = stat()
-        guard fstatat(try inode.descriptor(), "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw FilesystemError(code: ESTALE)
-        }
-        if st.st_nlink == 0 { throw FilesystemError(code: ESTALE) }
+        guard let st = try? SystemCall.stat(fd: try inode.descriptor()), st.st_nlink > 0 else { throw FilesystemError(code: ESTALE) }
     }
 
     /// After an owner change through the mount, before its reply: waits (100 ms at most) until
@@ -156,9 +150,7 @@ extension OverlayFilesystem {
     /// has no name left; when another hard link still names it, they stay with it (a handle
     /// may have been opened by that name: the entries of hard links are one).
     func handlesAfterOwnerChange(_ inode: Inode) -> ReplacedFileHandles {
-        var st = stat()
-        guard let fd = try? inode.descriptor(), fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0,
-              st.st_nlink == 0 else { return .keepApart }
+        guard let fd = try? inode.descriptor(), (try? SystemCall.stat(fd: fd))?.st_nlink == 0 else { return .keepApart }
         return .follow
     }
 
