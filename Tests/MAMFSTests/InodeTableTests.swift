@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import MAMFS
+@testable import MAMProtection
 
 /// The inode table on a temp directory: lookup counts, hard links, forget, repointing.
 /// O_PATH (glibc declares it only under _GNU_SOURCE).
@@ -158,5 +159,23 @@ struct InodeTableTests {
             return
         }
         #expect(dropped == 7)
+    }
+
+    @Test("The cipher kept with an entry's file key goes with its last handle; the key stays")
+    func lastHandleDropsTheKeptCipher() throws {
+        let d = try Directory()
+        _ = try d.file("a")
+        let inode = try d.acquire("a")
+        let key = try SymmetricKey.random()
+        inode.storeHeader(nil, key: key, generation: 1, stamp: timespec())
+        inode.adjustOpenCount(1)
+        inode.adjustOpenCount(1)
+        BlockCipher.keep(try BlockCipher.take(key: key, fileId: [UInt8](repeating: 7, count: 16)), with: key)
+        inode.adjustOpenCount(-1)
+        #expect(key.keepsBlockCipher, "a handle is still open")
+        inode.adjustOpenCount(-1)
+        #expect(!key.keepsBlockCipher)
+        guard case .known(_, _, let kept?, _) = inode.contentState else { throw TestFailure("the key went too") }
+        #expect(kept === key)
     }
 }

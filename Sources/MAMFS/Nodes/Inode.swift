@@ -166,7 +166,11 @@ final class Inode: @unchecked Sendable {
             state.openCount += delta
             return state.openCount
         }
-        if now == 0 { descriptors.handlesClosed(self) }
+        guard now == 0 else { return }
+        descriptors.handlesClosed(self)
+        // The cipher context kept for reads and writes goes with the last handle (a cached
+        // key stays): an entry that is only looked up costs no OpenSSL context.
+        if case .known(_, _, let key?, _) = contentState { key.forgetBlockCipher() }
     }
 
     /// The cached header and key as one consistent pair (call under the content lock).

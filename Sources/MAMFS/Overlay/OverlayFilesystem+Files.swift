@@ -260,12 +260,15 @@ extension OverlayFilesystem {
         try admit(.write, on: handle.inode, by: caller)
         try requireOwnerNotWiped(handle)
         try encryptIfRequired(before: handle)
-        // A page-cache writeback (of a shared map) is no write(2): the kernel keeps set-ID bits then.
-        if !writepage { try clearSetIDBits(fd: handle.fd, nodeid: handle.inode.nodeid, for: caller) }
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
             try changingContent(handle, touchesPrefix: appendAtEnd || offset < ProtectedFileHeader.magic.count) { content in
-                let at = appendAtEnd ? try content.plaintextSize() : Int64(offset)
+                // One fstat serves the set-ID bits, the end of an O_APPEND write and the write.
+                let backing = try SystemCall.stat(fd: content.fd)
+                // A page-cache writeback (of a shared map) is no write(2): the kernel keeps set-ID bits then.
+                if !writepage { try clearSetIDBits(fd: content.fd, statted: backing, nodeid: handle.inode.nodeid, for: caller) }
+                let at = appendAtEnd ? try ProtectedFileContent.plaintextSize(storedSize: Int64(backing.st_size), header: content.header)
+                    : Int64(offset)
                 // Bytes never change an owner: an untagged file does not become tagged by the
                 // magic written to its start (the rest would name the owner, unadmitted).
                 if content.header == nil, try UntaggedPrefix.writeWouldTag(fd: handle.fd, writing: data, at: at) {
@@ -273,7 +276,7 @@ extension OverlayFilesystem {
                         limitedBy: "magic \(handle.inode.nodeid)")
                     throw FilesystemError(code: EPERM)
                 }
-                try content.write(data, at: at)
+                try content.write(data, at: at, backing: backing)
             }
         }
         return data.count

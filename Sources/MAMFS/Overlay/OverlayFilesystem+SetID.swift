@@ -11,12 +11,15 @@ extension OverlayFilesystem {
     /// with group execute, by a setattr before it sends the request; the rest (a set-group-ID
     /// file without group execute, changed by someone outside its group) is the daemon's.
     /// The kernel's cached attributes of `nodeid` are invalidated when a bit went, as the
-    /// replies of write, fallocate and open carry none.
+    /// replies of write, fallocate and open carry none. `statted`: the file's fstat, taken by
+    /// the caller just before (a write's), or nil.
     /// - Throws: the errno of fstat or chmod (EIO, EROFS, ...); nothing when no bit must go.
-    func clearSetIDBits(fd: Int32, nodeid: UInt64, for caller: Caller) throws {
+    func clearSetIDBits(fd: Int32, statted: stat? = nil, nodeid: UInt64, for caller: Caller) throws {
         guard caller.uid != 0 else { return }
-        var st = stat()
-        guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        var st = statted ?? stat()
+        if statted == nil {
+            guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+        }
         guard st.st_mode & S_IFMT == S_IFREG, st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
         var kill: mode_t = st.st_mode & S_ISUID
         if st.st_mode & S_ISGID != 0,

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import Synchronization
 
 /// A 256-bit secret key (KEK, account key or file key).
 ///
@@ -9,6 +10,9 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     /// Key length in bytes (AES-256).
     public static let byteCount = 32
     private let storage: SecretBuffer
+    /// The block cipher of the file this key encrypts, kept between calls
+    /// (`BlockCipher.using`); its key schedule goes with the key.
+    let blockCiphers = Mutex<BlockCipher?>(nil)
 
     /// Copies `bytes` (exactly 32) into a new key.
     /// - Throws: `MAMError.invalidArguments` for a wrong length.
@@ -42,6 +46,17 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(storage.bytes))
     }
+
+    /// Drops the block cipher kept with this key since its last read or write
+    /// (`BlockCipher.take`/`keep`), freeing its OpenSSL context and nonce pool: what an entry
+    /// whose last handle closed gives back. The next read or write sets a new one up.
+    public func forgetBlockCipher() {
+        let dropped = blockCiphers.withLock { $0.take() }
+        _ = dropped
+    }
+
+    /// Whether a block cipher is kept with this key (for tests).
+    var keepsBlockCipher: Bool { blockCiphers.withLock { $0 != nil } }
 
     /// A copy of the key bytes, for tests that compare keys; wipe it after use.
     func copyBytes() -> [UInt8] { Array(storage.bytes) }

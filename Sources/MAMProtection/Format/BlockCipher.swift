@@ -1,16 +1,23 @@
 import COpenSSL
 import Foundation
+import Synchronization
 
-/// Seals and opens the 4 KiB blocks of one encrypted file body (docs/FORMAT.md) for the length
-/// of one read, write or truncate call.
+/// Seals and opens the 4 KiB blocks of one encrypted file body (docs/FORMAT.md).
 ///
 /// Everything per-block is reused: one cipher context (key schedule set once), one AAD buffer
 /// holding fileId || index with the index rewritten in place, and a pool of nonces filled by one
 /// `RAND_bytes` call per batch of blocks. Before this existed each block allocated its AAD and
 /// called `RAND_bytes` for 12 bytes (a DRBG round plus a getpid syscall), which cost more than
-/// the AES-GCM itself (docs/PERFORMANCE.md). Not thread-safe: one instance per call.
-final class BlockCipher {
-    /// Nonces drawn per `RAND_bytes` call at most (one write chunk's worth).
+/// the AES-GCM itself (docs/PERFORMANCE.md).
+///
+/// One instance outlives a call: `take` and `keep` keep it with its file key
+/// (`SymmetricKey.blockCiphers`), so the next read or write of the same file skips the context
+/// set-up and usually the `RAND_bytes` call too. Its key schedule lives exactly as long as the
+/// key bytes it was made from. Not thread-safe: a caller has the instance to itself between
+/// `take` and `keep` (so it is `Sendable` only in the sense that the key's mutex hands it from
+/// one thread to the next).
+final class BlockCipher: @unchecked Sendable {
+    /// Nonces drawn per `RAND_bytes` call (one write chunk's worth).
     static let noncePoolCapacity = 64
 
     private let cipher: AESGCM
@@ -19,6 +26,9 @@ final class BlockCipher {
     private let indexOffset: Int
     private let nonces: UnsafeMutableRawBufferPointer
     private var noncesLeft = 0
+    /// `ForkGeneration.current` when the pool was drawn: a forked child never takes a nonce its
+    /// parent may take too.
+    private var poolGeneration: UInt64 = 0
 
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
     init(key: SymmetricKey, fileId: [UInt8]) throws {
@@ -35,13 +45,40 @@ final class BlockCipher {
         nonces.deallocate()
     }
 
-    /// Tells the pool how many blocks the caller is about to seal, so that one `RAND_bytes`
-    /// call draws exactly the nonces needed (up to the pool's capacity).
+    /// A cipher for `key` and `fileId`: the one kept with `key` since an earlier call (its AAD
+    /// set to `fileId`) unless another thread has it, else a new one. The caller has it to
+    /// itself until it passes it to `keep(_:with:)`.
+    /// - Throws: `MAMError.internalError` if OpenSSL cannot set up a new cipher.
+    static func take(key: SymmetricKey, fileId: [UInt8]) throws -> BlockCipher {
+        let kept = key.blockCiphers.withLock { slot -> BlockCipher? in
+            guard let cipher = slot.take(), cipher.rebind(fileId: fileId) else { return nil }
+            return cipher
+        }
+        return try kept ?? BlockCipher(key: key, fileId: fileId)
+    }
+
+    /// Keeps `cipher`, taken for `key` and no longer used by the caller, with `key` for the next
+    /// `take`, unless another is kept there already.
+    static func keep(_ cipher: BlockCipher, with key: SymmetricKey) {
+        key.blockCiphers.withLock { slot in if slot == nil { slot = cipher } }
+    }
+
+    /// Sets the AAD's fileId; false (nothing changed) for a fileId of another length.
+    private func rebind(fileId: [UInt8]) -> Bool {
+        guard fileId.count == indexOffset else { return false }
+        fileId.withUnsafeBytes { aad.copyMemory(from: $0) }
+        return true
+    }
+
+    /// Makes sure the pool holds nonces for the blocks the caller is about to seal: when it is
+    /// empty (or was drawn before a fork), one `RAND_bytes` call fills it whole. `count` is a
+    /// hint only; every seal takes a nonce of its own, drawing again when the pool runs out.
     func expectBlocks(_ count: Int) throws {
-        guard noncesLeft == 0 else { return }
-        let wanted = max(1, min(count, BlockCipher.noncePoolCapacity))
-        try SecureRandom.fill(UnsafeMutableRawBufferPointer(rebasing: nonces[0..<(wanted * AESGCM.nonceSize)]))
-        noncesLeft = wanted
+        let generation = ForkGeneration.current
+        guard noncesLeft == 0 || poolGeneration != generation else { return }
+        try SecureRandom.fill(nonces)
+        noncesLeft = BlockCipher.noncePoolCapacity
+        poolGeneration = generation
     }
 
     private func setIndex(_ index: Int64) -> UnsafeRawBufferPointer {
@@ -53,7 +90,7 @@ final class BlockCipher {
     /// nonce (12) || ciphertext || tag (16) = `plaintext.count + BlockLayout.overhead` bytes.
     /// Each nonce is used once: it is taken from the pool and the pool never rewinds.
     func seal(index: Int64, plaintext: UnsafeRawBufferPointer, into stored: UnsafeMutableRawPointer) throws {
-        if noncesLeft == 0 { try expectBlocks(1) }
+        try expectBlocks(1)
         noncesLeft -= 1
         stored.copyMemory(from: nonces.baseAddress! + noncesLeft * AESGCM.nonceSize, byteCount: AESGCM.nonceSize)
         try cipher.seal(nonce: UnsafeRawBufferPointer(start: stored, count: AESGCM.nonceSize), aad: setIndex(index),
@@ -77,4 +114,19 @@ final class BlockCipher {
             throw MAMError.authenticationFailed("block \(index) does not authenticate")
         }
     }
+}
+
+/// Counts the forks that made this process (`pthread_atfork`'s child handler, registered at the
+/// first use): a child never uses random state its parent drew before the fork
+/// (`BlockCipher`'s nonce pool), which the parent goes on using.
+enum ForkGeneration {
+    private static let counter: Atomic<UInt64> = {
+        pthread_atfork(nil, nil, { ForkGeneration.bump() })
+        return Atomic<UInt64>(1)
+    }()
+
+    /// 1 plus the number of forks between the first use and this process.
+    static var current: UInt64 { counter.load(ordering: .relaxed) }
+
+    private static func bump() { counter.add(1, ordering: .relaxed) }
 }

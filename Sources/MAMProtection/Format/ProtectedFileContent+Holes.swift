@@ -93,7 +93,8 @@ extension ProtectedFileContent {
                 let stored = try readStoredBlocks(from: last, through: last, plaintextSize: size)
                 defer { stored.deallocate() }
                 if !isHole(UnsafeRawBufferPointer(stored)) {
-                    let cipher = try BlockCipher(key: fileKey, fileId: fileId)
+                    let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
+                    defer { BlockCipher.keep(cipher, with: fileKey) }
                     let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
                     defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
                     try cipher.open(index: last, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
@@ -147,7 +148,8 @@ extension ProtectedFileContent {
         let last = (stop - 1) / bs
         func length(_ block: Int64) -> Int { Int(min(bs, size - block * bs)) }
         func coveredWhole(_ block: Int64) -> Bool { offset <= block * bs && stop >= block * bs + Int64(length(block)) }
-        let cipher = try BlockCipher(key: fileKey, fileId: fileId)
+        let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
+        defer { BlockCipher.keep(cipher, with: fileKey) }
         let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
         let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.storedBlockSize, alignment: 16)

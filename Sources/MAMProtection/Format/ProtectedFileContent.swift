@@ -147,7 +147,8 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let firstBlock = offset / bs
         let lastBlock = (end - 1) / bs
-        let cipher = try BlockCipher(key: fileKey, fileId: fileId)
+        let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
+        defer { BlockCipher.keep(cipher, with: fileKey) }
         let blockPlain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         defer { OPENSSL_cleanse(blockPlain.baseAddress, blockPlain.count); blockPlain.deallocate() }
         // One stored-bytes buffer for the whole call, sized to what it covers.
@@ -219,10 +220,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// - Throws: `MAMError.system` (EINVAL for a negative offset, EFBIG past
     ///   `maximumPlaintextSize`, ENOSPC, EIO, ...), `.authenticationFailed` when a block that
     ///   must be merged with the new bytes does not authenticate.
-    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+    /// - Parameter statted: the backing file's fstat, taken by the caller just before under the
+    ///   same content lock (one fstat less), or nil.
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, backing statted: stat? = nil) throws {
         let plainEnd = try checkedEnd(offset: offset, count: Int64(bytes.count), "write")
         // One fstat serves the header check, the size and the reservation.
-        let backing = try FileIO.stat(fd)
+        let backing = try statted ?? FileIO.stat(fd)
         let storedSize = try writeHeaderIfMissing(storedSize: Int64(backing.st_size))
         guard bytes.count > 0 else { return }
         guard header?.isEncrypted == true else {
@@ -271,7 +274,8 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let keep = Int(newSize % bs)
         if keep > 0 && newSize < size {
             let index = newSize / bs
-            let cipher = try BlockCipher(key: fileKey, fileId: fileId)
+            let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
+            defer { BlockCipher.keep(cipher, with: fileKey) }
             let stored = try readStoredBlocks(from: index, through: index, plaintextSize: size)
             defer { stored.deallocate() }
             // A hole cut shorter is still all zeros: still a hole.
@@ -339,7 +343,8 @@ public final class ProtectedFileContent: @unchecked Sendable {
             try reserveSpace(offset: reserveFrom, length: reserveEnd - reserveFrom, sizeBefore: blockSize == nil ? nil : storedEnd)
         }
 
-        let cipher = try BlockCipher(key: fileKey, fileId: fileId)
+        let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
+        defer { BlockCipher.keep(cipher, with: fileKey) }
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastTouched - firstBlock + 1)
         let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
