@@ -123,9 +123,13 @@ extension OverlayFilesystem {
             let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDWR | O_CLOEXEC)
             let header = try self.header(inode, ctime: try file.stat().st_ctim)
             try requireNotWithheld(owner: header?.owner)
-            let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try fileKey(inode, header: header),
-                                                   sparseHeader: sparseHeaderSource)
-            defer { if let after = content.header, after != header { inode.storeSparseHeader(after) } }
+            let key = try fileKey(inode, header: header)
+            let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key, sparseHeader: sparseHeaderSource)
+            defer {
+                if let after = content.header, after != header { inode.storeSparseHeader(after) }
+                // Without an open handle no close drops the cipher this truncate kept with the key.
+                if inode.openCount == 0 { key?.forgetBlockCipher() }
+            }
             try content.truncate(to: size)
         }
     }

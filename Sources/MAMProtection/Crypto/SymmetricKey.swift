@@ -11,7 +11,7 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     public static let byteCount = 32
     private let storage: SecretBuffer
     /// The block cipher of the file this key encrypts, kept between calls
-    /// (`BlockCipher.using`); its key schedule goes with the key.
+    /// (`BlockCipher.take`/`keep`); its key schedule goes with the key.
     let blockCiphers = Mutex<BlockCipher?>(nil)
 
     /// Copies `bytes` (exactly 32) into a new key.
