@@ -16,10 +16,7 @@ extension OverlayFilesystem {
     /// - Throws: the errno of fstat or chmod (EIO, EROFS, ...); nothing when no bit must go.
     func clearSetIDBits(fd: Int32, statted: stat? = nil, nodeid: UInt64, for caller: Caller) throws {
         guard caller.uid != 0 else { return }
-        var st = statted ?? stat()
-        if statted == nil {
-            guard fstatat(fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
-        }
+        let st = try statted ?? SystemCall.stat(fd: fd)
         guard st.st_mode & S_IFMT == S_IFREG, st.st_mode & (S_ISUID | S_ISGID) != 0 else { return }
         var kill: mode_t = st.st_mode & S_ISUID
         if st.st_mode & S_ISGID != 0,

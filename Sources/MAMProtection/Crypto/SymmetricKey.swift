@@ -51,8 +51,8 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     /// (`BlockCipher.take`/`keep`), freeing its OpenSSL context and nonce pool: what an entry
     /// whose last handle closed gives back. The next read or write sets a new one up.
     public func forgetBlockCipher() {
-        let dropped = blockCiphers.withLock { $0.take() }
-        _ = dropped
+        // Taken out under the lock, freed after it.
+        _ = blockCiphers.withLock { $0.take() }
     }
 
     /// Whether a block cipher is kept with this key (for tests).
