@@ -22,9 +22,14 @@ build:
 demo: deps build
 	Tools/demo.sh "$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/mamfs"
 
-test: deps
-	$(SWIFT) build $(SWIFTPM_FLAGS)
-	MAMFS_BIN="$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfs" $(SWIFT) test $(SWIFTPM_FLAGS)
+# The tests mount and run the binary that ships (build-static: what `make deb`, package-check
+# and conformance use), and run as several test processes at once (Tools/test/run-shards.sh
+# says why); each shard's log is kept in build/test-logs. `swift test` runs them in one process
+# with the debug binary (or MAMFS_BIN), more slowly.
+test: deps build-static
+	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
+	MAMFS_BIN="$(abspath $(STATIC_BIN))" Tools/test/run-shards.sh \
+	  "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfsPackageTests.xctest" build/test-logs
 
 # Long robustness runs (Tests/RobustnessTests with MAMFS_SOAK=1): millions of fsdiff operations
 # (FSDIFF_SEEDS x FSDIFF_OPS per mount kind), CRASH_ROUNDS crash rounds, FUZZ_SECONDS of libFuzzer,

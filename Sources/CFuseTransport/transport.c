@@ -5,6 +5,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -53,8 +54,20 @@ enum { mamfs_OFFERED_ALLOW_MMAP = 1, mamfs_OFFERED_KILLPRIV_V2 = 2 };
 static uint32_t mamfs_load32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t mamfs_load64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
+/* Names the calling thread "mamfs-fuse" the first time it reads a request. Only the session's
+   workers read /dev/fuse, so `ps -L`, `top -H` and /proc/PID/task/TID/comm tell them from the
+   daemon's other threads (the main thread, signal and timer helpers, Dispatch's). */
+static void mamfs_name_worker(void) {
+    static __thread int named;
+    if (!named) {
+        named = 1;
+        pthread_setname_np(pthread_self(), "mamfs-fuse");
+    }
+}
+
 static ssize_t mamfs_fuse_transport_read(int fd, void *buf, size_t len, void *userdata) {
     (void)userdata;
+    mamfs_name_worker();
     mamfs_busy_poll_wait(fd);
     ssize_t n = read(fd, buf, len);
     if (n > 0) mamfs_busy_poll_received(fd);
@@ -106,6 +119,12 @@ static ssize_t mamfs_fuse_transport_splice(int fdin, off_t *offin, int fdout, of
     return splice(fdin, offin, fdout, offout, len, flags);
 }
 
+static ssize_t mamfs_fuse_transport_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                                                   unsigned int flags, void *userdata) {
+    mamfs_name_worker();
+    return mamfs_fuse_transport_splice(fdin, offin, fdout, offout, len, flags, userdata);
+}
+
 /* Gives `se` (mounted: fuse_session_fd is its /dev/fuse descriptor) the transport above, with
    a busy-poll budget of `busy_poll_us` microseconds (0 = off).
    Returns 0 or a negative errno (fuse_session_custom_io's; -EINVAL for a budget above
@@ -114,7 +133,7 @@ int mamfs_fuse_use_transport(struct fuse_session *se, unsigned int busy_poll_us)
     struct fuse_custom_io io = {
         .writev = mamfs_fuse_transport_writev,
         .read = mamfs_fuse_transport_read,
-        .splice_receive = mamfs_fuse_transport_splice,
+        .splice_receive = mamfs_fuse_transport_splice_receive,
         .splice_send = mamfs_fuse_transport_splice,
     };
     int fd = fuse_session_fd(se);

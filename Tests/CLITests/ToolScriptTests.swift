@@ -86,6 +86,56 @@ struct ToolScriptTests {
         #expect(help.contains("# usage: Tools/bench/webdav-first-sync.sh PATH/TO/mamfs(release) [TREE=/usr/share/doc] [ROUNDS=3]"))
     }
 
+    @Test("test shards: each listed test runs in exactly one shard (the last skips every other shard's filter); a failing shard fails the run, named with its exit code")
+    func testShards() throws {
+        let directory = try TempDirectory(prefix: "mamfs-shards")
+        let calls = directory.file("calls")
+        try FileManager.default.createDirectory(atPath: calls, withIntermediateDirectories: true)
+        // A stand-in for the test bundle: lists test IDs of every shard and none, records the
+        // arguments of each run, and fails the run whose filter names FAIL_ON.
+        let tests = ["MAMFSTests.ProviderMountTests/a()", "MAMFSTests.WebDAVMountTests/b()", "MAMFSTests.BasicMountTests/c()",
+                     "MAMFSTests.PageCacheTests/d()", "RobustnessTests.DifferentialTests/e()", "RobustnessTests.CrashTests/f()",
+                     "CLITests.UsageTests/g()", "MAMProtectionTests.FormatHoleTests/h()"]
+        let bundle = directory.file("bundle")
+        try writeExecutable(bundle, """
+        #!/bin/bash
+        if [[ " $* " == *" --list-tests "* ]]; then printf '%s\\n' \(tests.map(shellQuote).joined(separator: " ")); exit 0; fi
+        printf '%s\\n' "$@" > "\(calls)/$BASHPID"
+        [[ -n ${FAIL_ON:-} && " $* " == *"$FAIL_ON"* ]] && { echo "shard failed"; exit 3; }
+        exit 0
+        """)
+        let passed = try runProcess(Self.tool("test/run-shards.sh"), [bundle, directory.file("logs")], environment: testEnvironment())
+        #expect(passed.status == 0, "\(passed.out)\n\(passed.err)")
+        let runs = try FileManager.default.contentsOfDirectory(atPath: calls).map {
+            try String(contentsOfFile: calls + "/" + $0, encoding: .utf8).split(separator: "\n").map(String.init)
+        }
+        let filters = runs.compactMap { args in args.firstIndex(of: "--filter").map { args[$0 + 1] } }
+        let rest = runs.filter { !$0.contains("--filter") }
+        #expect(runs.count == filters.count + 1 && rest.count == 1, "\(runs)")
+        let skips = rest.first.map { args in args.indices.filter { args[$0] == "--skip" }.map { args[$0 + 1] } } ?? []
+        #expect(Set(skips) == Set(filters), "the last shard skips exactly the others' filters: \(skips) vs \(filters)")
+        // Every test is in exactly one shard: matched by one filter, or by none (the last).
+        for test in tests {
+            let matching = try filters.filter { try Regex($0).firstMatch(in: test) != nil }
+            #expect(matching.count <= 1, "\(test) is in shards \(matching)")
+        }
+        #expect(try tests.contains { test in try filters.allSatisfy { try Regex($0).firstMatch(in: test) == nil } }, "some test is left to the last shard")
+        #expect(passed.out.components(separatedBy: "exit 0, ").count - 1 == runs.count, "\(passed.out)")
+
+        try FileManager.default.removeItem(atPath: calls)
+        try FileManager.default.createDirectory(atPath: calls, withIntermediateDirectories: true)
+        let failed = try runProcess(Self.tool("test/run-shards.sh"), [bundle, directory.file("logs")],
+                                    environment: testEnvironment(["FAIL_ON": "--filter ^RobustnessTests"]))
+        #expect(failed.status == 1, "\(failed.out)\n\(failed.err)")
+        #expect(failed.out.contains("shard failed"), "the failing shard's log is printed")
+        #expect(failed.out.components(separatedBy: "exit 3, ").count - 1 == 2, "both robustness shards fail by their exit code: \(failed.out)")
+
+        let unlistable = directory.file("unlistable")
+        try writeExecutable(unlistable, "#!/bin/bash\nexit 1\n")
+        let refused = try runProcess(Self.tool("test/run-shards.sh"), [unlistable, directory.file("logs")], environment: testEnvironment())
+        #expect(refused.status == 1 && refused.err.contains("cannot list the tests"), "\(refused.err)")
+    }
+
     @Test("conformance: without the third-party directory the run is skipped with a message and exit 0")
     func conformanceSkipped() throws {
         let missing = try TempDirectory(prefix: "mamfs-no-third-party")
