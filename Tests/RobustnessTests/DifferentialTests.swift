@@ -52,7 +52,7 @@ struct DifferentialTests {
             "run", "--seeds", "\(first)-\(first + seeds - 1)", "--ops", "\(opsPerSeed)", "--label", kind.rawValue,
             "--out", out, "--avoid", DifferentialTests.avoid, "--minimize-seconds", "60",
         // The timeout catches a hang, not slowness: about 110 s alone with a release daemon, 170 s
-        // with a debug one, up to 380 s beside the other test shards of `make test`.
+        // with a debug one, 480-550 s beside the other test shards of `make test`.
         ], timeout: Robust.soak ? 36_000 : 1200)
         let ops = (DifferentialTests.summary(result)?["ops"] as? Int) ?? 0
         print("fsdiff \(kind.rawValue): \(ops) ops, \(seeds) seeds, \(elapsed(start))")

@@ -29,9 +29,10 @@ mkdir -p "$logs" && rm -f "$logs"/*.log "$logs"/*.status
 # a time, mostly waiting on daemons and Apache) have a shard of their own, as have the rest of
 # MAMFSTests, the differential runs (fsdiff, the longest single test) and the other robustness
 # suites; every other test is in the last shard.
+serialized='Provider|WebDAV|SecurityProvider|SecurityDescriptor'
 shards=(
-    '^MAMFSTests\.(Provider|WebDAV|SecurityProvider|SecurityDescriptor)'
-    '^MAMFSTests\.(?!Provider|WebDAV|SecurityProvider|SecurityDescriptor)'
+    "^MAMFSTests\\.($serialized)"
+    "^MAMFSTests\\.(?!$serialized)"
     '^RobustnessTests\.DifferentialTests'
     '^RobustnessTests\.(?!DifferentialTests)'
 )
