@@ -140,7 +140,7 @@ public enum ProviderRules {
             let content = try ProtectedFileContent(fd: fd, header: header, fileKey: try context.fileKey(for: header))
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
             defer {
-                OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+                SecureWipe.bytes(buffer.baseAddress, count: buffer.count)
                 buffer.deallocate()
             }
             let size = try content.plaintextSize()

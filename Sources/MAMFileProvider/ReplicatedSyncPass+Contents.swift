@@ -281,8 +281,8 @@ extension ReplicatedSyncPass {
         let local = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         let remote = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer {
-            OPENSSL_cleanse(local.baseAddress, chunk)
-            OPENSSL_cleanse(remote.baseAddress, chunk)
+            SecureWipe.bytes(local.baseAddress, count: chunk)
+            SecureWipe.bytes(remote.baseAddress, count: chunk)
             local.deallocate()
             remote.deallocate()
         }

@@ -133,4 +133,39 @@ struct KeptBlockCipherTests {
         let inParent = try sealOnce()
         #expect(fromChild != inParent, "the child took the parent's next nonce")
     }
+
+    /// The kept cipher's staging block, taken and handed back (nil: none made yet).
+    static func stagingBytes(_ key: SymmetricKey, fileId: [UInt8]) throws -> [UInt8]? {
+        let cipher = try BlockCipher.take(key: key, fileId: fileId)
+        defer { BlockCipher.keep(cipher, with: key) }
+        return cipher.stagingBuffer.map { Array($0) }
+    }
+
+    @Test("partial-block writes and reads merge in the kept cipher's staging block and leave no plaintext there")
+    func stagingBlockIsWipedAfterEachCall() throws {
+        let dir = try TempDirectory()
+        let key = try SymmetricKey.random()
+        let file = try BackingFile(path: dir.file("s"))
+        defer { withExtendedLifetime(file) {} }
+        let content = try FormatFixture.makeContent(.encrypted, file: file, accountKey: key)
+        let fileKey = try #require(content.fileKey)
+        let fileId = try #require(content.header?.encryption?.fileId)
+        let secret = Array("staging-secret-".utf8)
+        var expected: [UInt8] = []
+        // Appends of 100 bytes: every one after the first merges the old partial block.
+        for round in 0..<60 {
+            let bytes = (0..<100).map { secret[($0 + round) % secret.count] }
+            try FormatFixture.write(content, bytes, at: Int64(expected.count))
+            expected += bytes
+        }
+        let afterWrites = try #require(try Self.stagingBytes(fileKey, fileId: fileId), "partial blocks were staged")
+        // One of the appends filled block 0 (4,096 bytes staged, all wiped); the last staged 1,904.
+        #expect(afterWrites.count == BlockLayout.plaintextBlockSize)
+        #expect(afterWrites.allSatisfy { $0 == 0 }, "plaintext left in the staging block after the writes")
+        // A read of part of a block opens it in the staging block too.
+        #expect(try FormatFixture.read(content, at: 4100, count: 700) == Array(expected[4100..<4800]))
+        let afterRead = try #require(try Self.stagingBytes(fileKey, fileId: fileId))
+        #expect(afterRead.allSatisfy { $0 == 0 }, "plaintext left in the staging block after the read")
+        #expect(try FormatFixture.readAll(try FormatFixture.reopen(file, accountKey: key)) == expected)
+    }
 }

@@ -248,9 +248,11 @@ extension OverlayFilesystem {
 
     private func changingContentUnguarded<R>(_ handle: OpenFile, _ body: (ProtectedFileContent) throws -> R) throws -> R {
         let content = try content(handle)
-        let before = content.header
+        // The header changes only by getting the sparse flag, which changes the shape; the
+        // shape is compared because it holds no strings or arrays to copy on every write.
+        let before = content.shape
         defer {
-            if let after = content.header, after != before, handle.backingKey == handle.inode.key {
+            if content.shape != before, let after = content.header, handle.backingKey == handle.inode.key {
                 handle.inode.storeSparseHeader(after)
             }
         }

@@ -267,11 +267,10 @@ extension OverlayFilesystem {
                 let backing = try SystemCall.stat(fd: content.fd)
                 // A page-cache writeback (of a shared map) is no write(2): the kernel keeps set-ID bits then.
                 if !writepage { try clearSetIDBits(fd: content.fd, statted: backing, nodeid: handle.inode.nodeid, for: caller) }
-                let at = appendAtEnd ? try ProtectedFileContent.plaintextSize(storedSize: Int64(backing.st_size), header: content.header)
-                    : Int64(offset)
+                let at = appendAtEnd ? try content.plaintextSize(storedSize: Int64(backing.st_size)) : Int64(offset)
                 // Bytes never change an owner: an untagged file does not become tagged by the
                 // magic written to its start (the rest would name the owner, unadmitted).
-                if content.header == nil, try UntaggedPrefix.writeWouldTag(fd: handle.fd, writing: data, at: at) {
+                if !content.shape.isTagged, try UntaggedPrefix.writeWouldTag(fd: handle.fd, writing: data, at: at) {
                     log("refused a write that would make an untagged file start with the mamfs magic (nodeid \(handle.inode.nodeid))",
                         limitedBy: "magic \(handle.inode.nodeid)")
                     throw FilesystemError(code: EPERM)

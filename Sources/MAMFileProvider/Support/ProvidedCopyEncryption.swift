@@ -52,7 +52,7 @@ enum ProvidedCopyEncryption {
         // No bigger than the file: the buffer is wiped afterwards, and most files are small.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(chunkSize), max(size, 1))), alignment: 16)
         defer {
-            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            SecureWipe.bytes(buffer.baseAddress, count: buffer.count)
             buffer.deallocate()
         }
         try destination.writeHeaderIfMissing(reserve: false)

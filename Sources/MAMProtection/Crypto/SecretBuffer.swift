@@ -2,7 +2,7 @@ import COpenSSL
 import Foundation
 
 /// Heap bytes that hold key material (a key, an unwrapped key, a passphrase): zero-filled when
-/// made and wiped with `OPENSSL_cleanse` before they are freed, so no copy of a key stays in
+/// made and wiped (`SecureWipe`, explicit_bzero) before they are freed, so no copy of a key stays in
 /// freed heap. Swift arrays cannot promise that (a copy-on-write or a growth leaves the old
 /// storage behind unwiped), so secrets live in these instead.
 final class SecretBuffer: @unchecked Sendable {
@@ -23,7 +23,7 @@ final class SecretBuffer: @unchecked Sendable {
     var count: Int { bytes.count }
 
     deinit {
-        OPENSSL_cleanse(bytes.baseAddress, bytes.count)
+        SecureWipe.bytes(bytes.baseAddress, count: bytes.count)
         SecretBuffer.releaseObserver?(UnsafeRawBufferPointer(bytes))
         bytes.deallocate()
     }

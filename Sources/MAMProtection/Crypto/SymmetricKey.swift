@@ -4,7 +4,7 @@ import Synchronization
 
 /// A 256-bit secret key (KEK, account key or file key).
 ///
-/// The bytes live in a `SecretBuffer` of our own that is wiped with `OPENSSL_cleanse` when the
+/// The bytes live in a `SecretBuffer` of our own that is wiped (`SecureWipe`) when the
 /// key goes away; they are never printed (`description` shows only the length).
 public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     /// Key length in bytes (AES-256).

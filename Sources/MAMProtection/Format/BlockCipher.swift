@@ -29,6 +29,10 @@ final class BlockCipher: @unchecked Sendable {
     /// `ForkGeneration.current` when the pool was drawn: a forked child never takes a nonce its
     /// parent may take too.
     private var poolGeneration: UInt64 = 0
+    /// The request buffers (`BlockCipher+Scratch.swift`), made on first use and kept with the
+    /// cipher: a plaintext block for merging partial blocks, and one block's stored bytes.
+    var stagingBuffer: UnsafeMutableRawBufferPointer?
+    var oneBlockStoredBuffer: UnsafeMutableRawBufferPointer?
 
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
     init(key: SymmetricKey, fileId: [UInt8]) throws {
@@ -43,6 +47,7 @@ final class BlockCipher: @unchecked Sendable {
     deinit {
         aad.deallocate()
         nonces.deallocate()
+        releaseScratch()
     }
 
     /// A cipher for `key` and `fileId`: the one kept with `key` since an earlier call (its AAD
@@ -110,7 +115,7 @@ final class BlockCipher: @unchecked Sendable {
                                  tag: UnsafeRawBufferPointer(start: base + AESGCM.nonceSize + length, count: AESGCM.tagSize),
                                  plaintext: target)
         guard ok else {
-            OPENSSL_cleanse(target, length)
+            SecureWipe.bytes(target, count: length)
             throw MAMError.authenticationFailed("block \(index) does not authenticate")
         }
     }

@@ -36,7 +36,7 @@ enum OutputTarget {
         try body(fd)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer {
-            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            SecureWipe.bytes(buffer.baseAddress, count: buffer.count)
             buffer.deallocate()
         }
         var offset: Int64 = 0

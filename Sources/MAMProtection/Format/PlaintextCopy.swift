@@ -65,7 +65,7 @@ struct PlaintextCopy {
     private func work(size: Int64, progress: Progress) throws {
         let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: PlaintextCopy.chunkSize, alignment: 16)
         defer {
-            OPENSSL_cleanse(plain.baseAddress, plain.count)
+            SecureWipe.bytes(plain.baseAddress, count: plain.count)
             plain.deallocate()
         }
         let store = try ChunkStore(destination: destination)

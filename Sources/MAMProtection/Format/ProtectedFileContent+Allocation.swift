@@ -46,7 +46,7 @@ extension ProtectedFileContent {
         guard length > 0 else { throw MAMError.system("allocate", errno: EINVAL) }
         let end = try checkedEnd(offset: offset, count: length, "allocate")
         try writeHeaderIfMissing()
-        guard header?.isEncrypted == true else {
+        guard shape.isEncrypted else {
             let sizeBefore = try FileIO.size(fd)
             do throws(Errno) {
                 try SystemCall.fallocate(fd: fd, mode: mode.flags, offset: dataOffset + offset, length: length)

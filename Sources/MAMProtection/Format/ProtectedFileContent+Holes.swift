@@ -10,8 +10,8 @@ extension ProtectedFileContent {
     /// Whether this file may store holes: it is encrypted and sparse already, or its header
     /// can be made sparse (`sparseHeaderSource`).
     var canStoreHoles: Bool {
-        guard let header, header.isEncrypted else { return false }
-        return header.isSparse || sparseHeaderSource != nil
+        guard shape.isEncrypted else { return false }
+        return shape.isSparse || sparseHeaderSource != nil
     }
 
     /// Blocks of a file of `size` plaintext bytes (the last one may be partial).
@@ -27,7 +27,7 @@ extension ProtectedFileContent {
 
     /// Whether `stored` (one block's stored bytes) is a hole: all zeros in a sparse file.
     func isHole(_ stored: UnsafeRawBufferPointer) -> Bool {
-        header?.isSparse == true && BlockLayout.isHole(stored)
+        shape.isSparse && BlockLayout.isHole(stored)
     }
 
     /// Opens stored block `index` into `target` (`stored.count - overhead` bytes): a hole
@@ -96,7 +96,7 @@ extension ProtectedFileContent {
                     let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
                     defer { BlockCipher.keep(cipher, with: fileKey) }
                     let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
-                    defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
+                    defer { SecureWipe.bytes(plain.baseAddress, count: plain.count); plain.deallocate() }
                     try cipher.open(index: last, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
                     (plain.baseAddress! + oldLength).initializeMemory(as: UInt8.self, repeating: 0, count: newLength - oldLength)
                     let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: newLength + BlockLayout.overhead, alignment: 16)
@@ -105,7 +105,7 @@ extension ProtectedFileContent {
                     try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(sealed), at: slotOffset(last))
                 }
             }
-            guard ftruncate(fd, off_t(ProtectedFileContent.storedSize(plaintextSize: newSize, header: header))) == 0 else {
+            guard ftruncate(fd, off_t(storedSize(plaintextSize: newSize))) == 0 else {
                 throw MAMError.fromErrno("truncate")
             }
         } catch {
@@ -122,7 +122,7 @@ extension ProtectedFileContent {
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let first = offset / bs
         let from = slotOffset(first)
-        try reserveSpace(offset: from, length: ProtectedFileContent.storedSize(plaintextSize: end, header: header) - from)
+        try reserveSpace(offset: from, length: storedSize(plaintextSize: end) - from)
         try growWithHoles(from: size, to: first * bs)
         do {
             try writeEncrypted(offset: offset, source: bytes)
@@ -151,7 +151,7 @@ extension ProtectedFileContent {
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
         defer { BlockCipher.keep(cipher, with: fileKey) }
         let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
-        defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
+        defer { SecureWipe.bytes(plain.baseAddress, count: plain.count); plain.deallocate() }
         let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.storedBlockSize, alignment: 16)
         defer { sealed.deallocate() }
 

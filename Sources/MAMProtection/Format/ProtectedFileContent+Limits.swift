@@ -12,21 +12,33 @@ extension ProtectedFileContent {
     /// Int64.max minus the header for a plain one, about Int64.max * 4096 / 4124 for an
     /// encrypted one.
     public static func maximumPlaintextSize(header: ProtectedFileHeader?) -> Int64 {
-        guard let header else { return .max }
-        let body = Int64.max - Int64(header.length)
-        return header.isEncrypted ? BlockLayout.largestPlaintextSize(bodyLength: body) : body
+        maximumPlaintextSize(headerLength: header.map { Int64($0.length) }, isEncrypted: header?.isEncrypted ?? false)
+    }
+
+    /// `maximumPlaintextSize(header:)` from the header's length (nil: untagged) and kind.
+    static func maximumPlaintextSize(headerLength: Int64?, isEncrypted: Bool) -> Int64 {
+        guard let headerLength else { return .max }
+        let body = Int64.max - headerLength
+        return isEncrypted ? BlockLayout.largestPlaintextSize(bodyLength: body) : body
     }
 
     /// `maximumPlaintextSize(header:)` of this file.
-    public var maximumPlaintextSize: Int64 { ProtectedFileContent.maximumPlaintextSize(header: header) }
+    public var maximumPlaintextSize: Int64 { shape.maximumPlaintextSize }
 
     /// Backing size (bytes) of a file with `plaintextSize` bytes of content under `header`.
     /// - Returns: nil for a negative size or one past `maximumPlaintextSize(header:)`.
     public static func checkedStoredSize(plaintextSize: Int64, header: ProtectedFileHeader?) -> Int64? {
-        guard plaintextSize >= 0, plaintextSize <= maximumPlaintextSize(header: header) else { return nil }
-        guard let header else { return plaintextSize }
-        let body = header.isEncrypted ? BlockLayout.storedBodyLength(plaintextSize: plaintextSize) : plaintextSize
-        return body.map { $0 + Int64(header.length) }
+        checkedStoredSize(plaintextSize: plaintextSize, headerLength: header.map { Int64($0.length) },
+                          isEncrypted: header?.isEncrypted ?? false)
+    }
+
+    /// `checkedStoredSize(plaintextSize:header:)` from the header's length (nil: untagged) and kind.
+    static func checkedStoredSize(plaintextSize: Int64, headerLength: Int64?, isEncrypted: Bool) -> Int64? {
+        guard plaintextSize >= 0,
+              plaintextSize <= maximumPlaintextSize(headerLength: headerLength, isEncrypted: isEncrypted) else { return nil }
+        guard let headerLength else { return plaintextSize }
+        let body = isEncrypted ? BlockLayout.storedBodyLength(plaintextSize: plaintextSize) : plaintextSize
+        return body.map { $0 + headerLength }
     }
 
     /// The plaintext end (`offset + count`) of a range a caller asked for.

@@ -41,7 +41,7 @@ extension ProtectedFileContent {
         }
         guard header.isSparse else { return target == .data ? offset : size }
         return try scan(target, from: offset, size: size, unitSize: Int64(BlockLayout.storedBlockSize), units: units,
-                        storedEnd: ProtectedFileContent.storedSize(plaintextSize: size, header: header)) { isHole($0) }
+                        storedEnd: storedSize(plaintextSize: size)) { isHole($0) }
     }
 
     /// SEEK_DATA / SEEK_HOLE over `units` units of the file's stored bytes, unit i at

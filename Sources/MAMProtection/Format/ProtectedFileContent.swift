@@ -25,7 +25,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
     public let fd: Int32
     /// The file's header; nil for an untagged file. Changes only when the file gets its first
     /// hole (the sparse flag is set): callers that cache the header read it back after writing.
-    public internal(set) var header: ProtectedFileHeader?
+    public internal(set) var header: ProtectedFileHeader? {
+        didSet { shape = Shape(header) }
+    }
+    /// What the stored layout takes from `header`, kept as plain values: every request asks
+    /// for the body's offset several times, and reading `header` copies its owner and arrays.
+    public private(set) var shape: Shape
     let fileKey: SymmetricKey?
     /// Where the sparse header comes from; nil: holes only in files that are sparse already.
     let sparseHeaderSource: SparseHeaderSource?
@@ -45,12 +50,27 @@ public final class ProtectedFileContent: @unchecked Sendable {
         }
         self.fd = fd
         self.header = header
+        self.shape = Shape(header)
         self.fileKey = fileKey
         self.sparseHeaderSource = sparseHeader
     }
 
     /// Byte offset of the body in the backing file (the header length, 0 when untagged).
-    public var dataOffset: Int64 { Int64(header?.length ?? 0) }
+    public var dataOffset: Int64 { shape.dataOffset }
+
+    /// Plaintext size of this file's backing file at `storedSize` bytes
+    /// (`plaintextSize(storedSize:header:)` with the file's header).
+    /// - Throws: `MAMError.authenticationFailed` when the stored size is impossible for the format.
+    public func plaintextSize(storedSize: Int64) throws -> Int64 {
+        try ProtectedFileContent.plaintextSize(storedSize: storedSize, headerLength: shape.headerLength, isEncrypted: shape.isEncrypted)
+    }
+
+    /// Backing size of this file with `plaintextSize` bytes of content
+    /// (`storedSize(plaintextSize:header:)` with the file's header).
+    func storedSize(plaintextSize: Int64) -> Int64 {
+        ProtectedFileContent.checkedStoredSize(plaintextSize: max(0, plaintextSize), headerLength: shape.headerLength,
+                                               isEncrypted: shape.isEncrypted) ?? .max
+    }
 
     /// Plaintext size of a backing file of `storedSize` bytes with `header`.
     /// - Throws: `MAMError.authenticationFailed` when the stored size is impossible for the format.
@@ -61,16 +81,22 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// `plaintextSize(storedSize:header:)` from what the size depends on: the header's length
     /// and whether the body is encrypted (nil: untagged).
     public static func plaintextSize(storedSize: Int64, summary header: HeaderSummary?) throws -> Int64 {
-        guard let header else { return storedSize }
-        let body = storedSize - Int64(header.length)
+        try plaintextSize(storedSize: storedSize, headerLength: header.map { Int64($0.length) }, isEncrypted: header?.isEncrypted ?? false)
+    }
+
+    /// `plaintextSize(storedSize:summary:)` from the header's length in bytes (nil: untagged)
+    /// and whether the body is encrypted.
+    static func plaintextSize(storedSize: Int64, headerLength: Int64?, isEncrypted: Bool) throws -> Int64 {
+        guard let headerLength else { return storedSize }
+        let body = storedSize - headerLength
         if body < 0 {
             // An empty backing file has no body yet; one cut inside an encrypted header is damaged.
-            guard storedSize == 0 || !header.isEncrypted else {
+            guard storedSize == 0 || !isEncrypted else {
                 throw MAMError.authenticationFailed("stored size \(storedSize) ends inside the header")
             }
             return 0
         }
-        guard header.isEncrypted else { return body }
+        guard isEncrypted else { return body }
         guard let size = BlockLayout.plaintextSize(bodyLength: body) else {
             throw MAMError.authenticationFailed("stored size \(storedSize) is not a valid encrypted length (truncated or corrupt)")
         }
@@ -104,7 +130,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
 
     /// Current plaintext size (from the backing size, without reading the body).
     public func plaintextSize() throws -> Int64 {
-        try ProtectedFileContent.plaintextSize(storedSize: try FileIO.size(fd), header: header)
+        try plaintextSize(storedSize: try FileIO.size(fd))
     }
 
     /// Writes the header at offset 0 when the backing file does not hold it yet.
@@ -149,32 +175,39 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let lastBlock = (end - 1) / bs
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
         defer { BlockCipher.keep(cipher, with: fileKey) }
-        let blockPlain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
-        defer { OPENSSL_cleanse(blockPlain.baseAddress, blockPlain.count); blockPlain.deallocate() }
+        // Partial blocks are opened into the cipher's staging block; the bytes used there are
+        // wiped before the cipher is kept (this defer runs first).
+        var staged = 0
+        defer { cipher.wipeStaging(staged) }
         // One stored-bytes buffer for the whole call, sized to what it covers.
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastBlock - firstBlock + 1)
-        let storedBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(chunkBlocks) * BlockLayout.storedBlockSize, alignment: 16)
-        defer { storedBuffer.deallocate() }
-        var block = firstBlock
-        while block <= lastBlock {
-            let chunkEnd = min(lastBlock, block + chunkBlocks - 1)
-            let stored = try readStoredBlocks(from: block, through: chunkEnd, plaintextSize: size, into: storedBuffer)
-            for b in block...chunkEnd {
-                let blockStart = b * bs
-                let plainLength = Int(min(bs, size - blockStart))
-                let storedOffset = Int(b - block) * BlockLayout.storedBlockSize
-                let storedBlock = UnsafeRawBufferPointer(start: stored.baseAddress! + storedOffset, count: plainLength + BlockLayout.overhead)
-                let copyFrom = max(offset, blockStart)
-                let copyTo = min(end, blockStart + Int64(plainLength))
-                let wholeBlock = copyFrom == blockStart && copyTo == blockStart + Int64(plainLength)
-                let target = wholeBlock ? buffer.baseAddress! + Int(blockStart - offset) : blockPlain.baseAddress!
-                try openBlock(cipher, index: b, stored: storedBlock, into: target)
-                if !wholeBlock {
-                    (buffer.baseAddress! + Int(copyFrom - offset)).copyMemory(
-                        from: blockPlain.baseAddress! + Int(copyFrom - blockStart), byteCount: Int(copyTo - copyFrom))
+        try cipher.withStoredBuffer(blocks: Int(chunkBlocks)) { storedBuffer in
+            var block = firstBlock
+            while block <= lastBlock {
+                let chunkEnd = min(lastBlock, block + chunkBlocks - 1)
+                let stored = try readStoredBlocks(from: block, through: chunkEnd, plaintextSize: size, into: storedBuffer)
+                var b = block
+                while b <= chunkEnd {
+                    let blockStart = b * bs
+                    let plainLength = Int(min(bs, size - blockStart))
+                    let storedOffset = Int(b - block) * BlockLayout.storedBlockSize
+                    let storedBlock = UnsafeRawBufferPointer(start: stored.baseAddress! + storedOffset, count: plainLength + BlockLayout.overhead)
+                    let copyFrom = max(offset, blockStart)
+                    let copyTo = min(end, blockStart + Int64(plainLength))
+                    let wholeBlock = copyFrom == blockStart && copyTo == blockStart + Int64(plainLength)
+                    if wholeBlock {
+                        try openBlock(cipher, index: b, stored: storedBlock, into: buffer.baseAddress! + Int(blockStart - offset))
+                    } else {
+                        let staging = cipher.staging
+                        staged = max(staged, plainLength)
+                        try openBlock(cipher, index: b, stored: storedBlock, into: staging)
+                        (buffer.baseAddress! + Int(copyFrom - offset)).copyMemory(
+                            from: staging + Int(copyFrom - blockStart), byteCount: Int(copyTo - copyFrom))
+                    }
+                    b += 1
                 }
+                block = chunkEnd + 1
             }
-            block = chunkEnd + 1
         }
         return Int(end - offset)
     }
@@ -228,7 +261,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let backing = try statted ?? FileIO.stat(fd)
         let storedSize = try writeHeaderIfMissing(storedSize: Int64(backing.st_size))
         guard bytes.count > 0 else { return }
-        guard header?.isEncrypted == true else {
+        guard shape.isEncrypted else {
             // A write that fails part-way (ENOSPC) must not leave its first bytes behind:
             // reserve the new range first, and on failure cut the file back to its old size.
             // A gap before the write stays a hole, as on the backing filesystem.
@@ -244,7 +277,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
             }
             return
         }
-        let size = try ProtectedFileContent.plaintextSize(storedSize: storedSize, header: header)
+        let size = try plaintextSize(storedSize: storedSize)
         if canStoreHoles, offset / Int64(BlockLayout.plaintextBlockSize) > ProtectedFileContent.blockCount(size) {
             try writeAfterHoles(bytes, at: offset, end: plainEnd, size: size)
             return
@@ -280,13 +313,13 @@ public final class ProtectedFileContent: @unchecked Sendable {
             defer { stored.deallocate() }
             // A hole cut shorter is still all zeros: still a hole.
             if isHole(UnsafeRawBufferPointer(stored)) {
-                guard ftruncate(fd, off_t(ProtectedFileContent.storedSize(plaintextSize: newSize, header: header))) == 0 else {
+                guard ftruncate(fd, off_t(storedSize(plaintextSize: newSize))) == 0 else {
                     throw MAMError.fromErrno("truncate")
                 }
                 return
             }
             let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
-            defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
+            defer { SecureWipe.bytes(plain.baseAddress, count: plain.count); plain.deallocate() }
             try cipher.open(index: index, stored: UnsafeRawBufferPointer(stored), into: plain.baseAddress!)
             let newStored = UnsafeMutableRawBufferPointer.allocate(byteCount: keep + BlockLayout.overhead, alignment: 16)
             defer { newStored.deallocate() }
@@ -296,7 +329,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
             guard ftruncate(fd, off_t(blockOffset + Int64(stored.count))) == 0 else { throw MAMError.fromErrno("truncate") }
             try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(newStored), at: blockOffset)
         }
-        guard ftruncate(fd, off_t(ProtectedFileContent.storedSize(plaintextSize: newSize, header: header))) == 0 else {
+        guard ftruncate(fd, off_t(storedSize(plaintextSize: newSize))) == 0 else {
             throw MAMError.fromErrno("truncate")
         }
     }
@@ -334,7 +367,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         // Only the part past the current end needs new space: blocks inside the file are
         // rewritten where they are (an fallocate over them still cost a journal handle per
         // 4 KiB random write).
-        let storedEnd = ProtectedFileContent.storedSize(plaintextSize: size, header: header)
+        let storedEnd = storedSize(plaintextSize: size)
         let reserveFrom = max(rangeStart, storedEnd)
         let reserveEnd = rangeStart + rangeLength
         if let blockSize, reserveFrom == storedEnd, tailBlockHolds(storedEnd: storedEnd, end: reserveEnd, blockSize: blockSize) {
@@ -345,49 +378,57 @@ public final class ProtectedFileContent: @unchecked Sendable {
 
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
         defer { BlockCipher.keep(cipher, with: fileKey) }
+        // Partial blocks are merged in the cipher's staging block; the bytes used there are
+        // wiped before the cipher is kept (this defer runs first).
+        var staged = 0
+        defer { cipher.wipeStaging(staged) }
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastTouched - firstBlock + 1)
-        let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
-        defer { OPENSSL_cleanse(plain.baseAddress, plain.count); plain.deallocate() }
-        let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(chunkBlocks) * BlockLayout.storedBlockSize, alignment: 16)
-        defer { stored.deallocate() }
-
-        var block = firstBlock
-        while block <= lastTouched {
-            let chunkEnd = min(lastTouched, block + chunkBlocks - 1)
-            try cipher.expectBlocks(Int(chunkEnd - block + 1))
-            var storedLength = 0
-            for b in block...chunkEnd {
-                let blockStart = b * bs
-                let oldLength = Int(max(0, min(bs, size - blockStart)))
-                let newLength = Int(min(bs, newSize - blockStart))
-                let dataFrom = max(offset, blockStart)
-                let dataTo = min(end, blockStart + Int64(newLength))
-                let blockPlain: UnsafeRawBufferPointer
-                if let source, dataFrom == blockStart, dataTo == blockStart + Int64(newLength) {
-                    blockPlain = UnsafeRawBufferPointer(start: source.baseAddress! + Int(blockStart - offset), count: newLength)
-                } else {
-                    var zeroFrom = 0
-                    if oldLength > 0 && !(dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)) {
-                        let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size)
-                        defer { oldStored.deallocate() }
-                        try openBlock(cipher, index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain.baseAddress!)
-                        zeroFrom = oldLength
+        try cipher.withStoredBuffer(blocks: Int(chunkBlocks)) { stored in
+            var block = firstBlock
+            while block <= lastTouched {
+                let chunkEnd = min(lastTouched, block + chunkBlocks - 1)
+                try cipher.expectBlocks(Int(chunkEnd - block + 1))
+                var storedLength = 0
+                var b = block
+                while b <= chunkEnd {
+                    let blockStart = b * bs
+                    let oldLength = Int(max(0, min(bs, size - blockStart)))
+                    let newLength = Int(min(bs, newSize - blockStart))
+                    let dataFrom = max(offset, blockStart)
+                    let dataTo = min(end, blockStart + Int64(newLength))
+                    let blockPlain: UnsafeRawBufferPointer
+                    if let source, dataFrom == blockStart, dataTo == blockStart + Int64(newLength) {
+                        blockPlain = UnsafeRawBufferPointer(start: source.baseAddress! + Int(blockStart - offset), count: newLength)
+                    } else {
+                        let plain = cipher.staging
+                        staged = max(staged, newLength)
+                        var zeroFrom = 0
+                        if oldLength > 0 && !(dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)) {
+                            // The old stored bytes are read into the place the block's new ones
+                            // go (not written yet), opened, and then overwritten by the seal.
+                            let slot = UnsafeMutableRawBufferPointer(start: stored.baseAddress! + storedLength,
+                                                                     count: BlockLayout.storedBlockSize)
+                            let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size, into: slot)
+                            try openBlock(cipher, index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain)
+                            zeroFrom = oldLength
+                        }
+                        if newLength > zeroFrom {
+                            (plain + zeroFrom).initializeMemory(as: UInt8.self, repeating: 0, count: newLength - zeroFrom)
+                        }
+                        if let source, dataTo > dataFrom {
+                            (plain + Int(dataFrom - blockStart)).copyMemory(
+                                from: source.baseAddress! + Int(dataFrom - offset), byteCount: Int(dataTo - dataFrom))
+                        }
+                        blockPlain = UnsafeRawBufferPointer(start: plain, count: newLength)
                     }
-                    if newLength > zeroFrom {
-                        (plain.baseAddress! + zeroFrom).initializeMemory(as: UInt8.self, repeating: 0, count: newLength - zeroFrom)
-                    }
-                    if let source, dataTo > dataFrom {
-                        (plain.baseAddress! + Int(dataFrom - blockStart)).copyMemory(
-                            from: source.baseAddress! + Int(dataFrom - offset), byteCount: Int(dataTo - dataFrom))
-                    }
-                    blockPlain = UnsafeRawBufferPointer(start: plain.baseAddress!, count: newLength)
+                    try cipher.seal(index: b, plaintext: blockPlain, into: stored.baseAddress! + storedLength)
+                    storedLength += newLength + BlockLayout.overhead
+                    b += 1
                 }
-                try cipher.seal(index: b, plaintext: blockPlain, into: stored.baseAddress! + storedLength)
-                storedLength += newLength + BlockLayout.overhead
+                let storedOffset = dataOffset + block * Int64(BlockLayout.storedBlockSize)
+                try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<storedLength]), at: storedOffset)
+                block = chunkEnd + 1
             }
-            let storedOffset = dataOffset + block * Int64(BlockLayout.storedBlockSize)
-            try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<storedLength]), at: storedOffset)
-            block = chunkEnd + 1
         }
     }
 
