@@ -10,8 +10,11 @@ public enum ProcessDescriptorPath {
     /// The directory that lists this process's open descriptors.
     public static let directory = "/proc/self/fd"
 
-    /// "/proc/self/fd/`fd`".
-    public static func path(of fd: Int32) -> String { directory + "/\(fd)" }
+    /// "/proc/self/fd/`fd`". Several requests ask for it: `String(fd)` and one join, not an
+    /// interpolation (its generic formatting cost more than the rest of the call).
+    public static func path(of fd: Int32) -> String { directoryWithSlash + String(fd) }
+
+    private static let directoryWithSlash = directory + "/"
 
     /// The descriptors open in this process now, in the kernel's order, without the one the
     /// listing itself uses.

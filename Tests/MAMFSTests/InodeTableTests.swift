@@ -178,4 +178,42 @@ struct InodeTableTests {
         guard case .known(_, _, let kept?, _) = inode.contentState else { throw TestFailure("the key went too") }
         #expect(kept === key)
     }
+
+    @Test("A request scope pins each entry once, in the outermost level that read it, past the linear limit too")
+    func pinScopesPinEachEntryOnce() throws {
+        let d = try Directory()
+        let count = 2 * PinScope.linearLimit + 5
+        let inodes = try (0..<count).map { index -> Inode in
+            _ = try d.file("p\(index)")
+            return try d.acquire("p\(index)")
+        }
+        func pins(_ inode: Inode) -> Int { inode.slot.pins }
+        try DescriptorCache.withPins {
+            // The first half, read twice each: pinned once.
+            for inode in inodes.prefix(count / 2) { _ = try inode.descriptor(); _ = try inode.descriptor() }
+            #expect(inodes.prefix(count / 2).allSatisfy { pins($0) == 1 })
+            #expect(PinScope.current().count == count / 2)
+            try DescriptorCache.withPins {
+                // An inner level reading every entry pins only those the outer one has not.
+                for inode in inodes.reversed() { _ = try inode.descriptor() }
+                #expect(inodes.allSatisfy { pins($0) == 1 })
+                #expect(PinScope.current().count == count)
+            }
+            // Leaving the inner level unpins what it pinned, not what the outer level holds.
+            #expect(inodes.prefix(count / 2).allSatisfy { pins($0) == 1 })
+            #expect(inodes.suffix(count - count / 2).allSatisfy { pins($0) == 0 })
+            #expect(PinScope.current().count == count / 2)
+            // Read again at the outer level: pinned again, once.
+            for inode in inodes.suffix(count - count / 2) { _ = try inode.descriptor() }
+            #expect(inodes.allSatisfy { pins($0) == 1 })
+        }
+        #expect(inodes.allSatisfy { pins($0) == 0 })
+        #expect(PinScope.current().count == 0)
+        // Below the limit again, a fresh scope still pins once per entry.
+        try DescriptorCache.withPins {
+            for inode in inodes.prefix(3) { _ = try inode.descriptor(); _ = try inode.descriptor() }
+            #expect(inodes.prefix(3).allSatisfy { pins($0) == 1 })
+        }
+        #expect(inodes.allSatisfy { pins($0) == 0 })
+    }
 }

@@ -5,6 +5,9 @@ import Testing
 @Suite struct ProcessDescriptorPathTests {
     @Test func pathNamesTheDescriptor() throws {
         #expect(ProcessDescriptorPath.path(of: 7) == "/proc/self/fd/7")
+        #expect(ProcessDescriptorPath.path(of: 0) == "/proc/self/fd/0")
+        #expect(ProcessDescriptorPath.path(of: 1_234_567) == "/proc/self/fd/1234567")
+        #expect(ProcessDescriptorPath.path(of: Int32.max) == "/proc/self/fd/2147483647")
     }
 
     @Test func currentPathOfLiveFileIsNotDeleted() throws {

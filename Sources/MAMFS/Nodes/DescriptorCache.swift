@@ -327,25 +327,49 @@ struct DescriptorSlot {
 /// thread; one level per call).
 final class PinScope {
     private var levels: [[Inode]] = []
-    private var pinned: Set<ObjectIdentifier> = []
+    /// The entries all levels hold.
+    private var pinnedCount = 0
+    /// Their identities, made only while more than `linearLimit` are pinned: a request pins
+    /// one to three entries, many times over (every descriptor read asks), and comparing that
+    /// many references costs less than hashing one.
+    private var pinnedSet: Set<ObjectIdentifier>?
+    static let linearLimit = 16
 
     func enter() { levels.append([]) }
 
     /// Unpins what the innermost level pinned.
     func leave() {
         guard let inodes = levels.popLast() else { return }
+        pinnedCount -= inodes.count
         for inode in inodes {
-            pinned.remove(ObjectIdentifier(inode))
+            pinnedSet?.remove(ObjectIdentifier(inode))
             inode.descriptors.unpin(inode)
         }
+        if pinnedCount <= PinScope.linearLimit { pinnedSet = nil }
     }
 
     /// Records `inode` in the innermost level; true when no level had pinned it yet.
     func add(_ inode: Inode) -> Bool {
-        guard !levels.isEmpty, pinned.insert(ObjectIdentifier(inode)).inserted else { return false }
+        guard !levels.isEmpty else { return false }
+        if pinnedSet != nil {
+            guard pinnedSet!.insert(ObjectIdentifier(inode)).inserted else { return false }
+        } else {
+            for level in levels.indices {
+                for other in levels[level] where other === inode { return false }
+            }
+            if pinnedCount >= PinScope.linearLimit {
+                var set = Set(levels.joined().map { ObjectIdentifier($0) })
+                set.insert(ObjectIdentifier(inode))
+                pinnedSet = set
+            }
+        }
         levels[levels.count - 1].append(inode)
+        pinnedCount += 1
         return true
     }
+
+    /// How many entries the thread's levels hold (tests).
+    var count: Int { pinnedCount }
 
     private static let key: pthread_key_t = {
         var key = pthread_key_t()

@@ -2,19 +2,23 @@
 /// a small write or read no longer allocates a plaintext block and a stored block per request
 /// (an aligned allocation each, and the staging block wiped in full every time).
 extension BlockCipher {
-    /// A staging block of `BlockLayout.plaintextBlockSize` bytes for this request's partial
-    /// blocks. Plaintext put there must be wiped (`wipeStaging`) before the cipher is kept.
-    var staging: UnsafeMutableRawPointer {
+    /// The staging block (`BlockLayout.plaintextBlockSize` bytes) for this request's partial
+    /// blocks, of which the caller uses the first `count`. Whatever was staged is wiped by
+    /// `keep` (`wipeStaging`), or in full when the cipher goes: no caller tracks it.
+    func staging(_ count: Int) -> UnsafeMutableRawPointer {
+        precondition(count <= BlockLayout.plaintextBlockSize)
+        stagedBytes = max(stagedBytes, count)
         if let stagingBuffer { return stagingBuffer.baseAddress! }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: BlockLayout.plaintextBlockSize, alignment: 16)
         stagingBuffer = buffer
         return buffer.baseAddress!
     }
 
-    /// Wipes the first `count` bytes of the staging block (0: nothing was staged).
-    func wipeStaging(_ count: Int) {
-        guard count > 0, let stagingBuffer else { return }
-        SecureWipe.bytes(stagingBuffer.baseAddress, count: min(count, stagingBuffer.count))
+    /// Wipes the bytes of the staging block handed out since the last wipe.
+    func wipeStaging() {
+        guard stagedBytes > 0, let stagingBuffer else { return }
+        SecureWipe.bytes(stagingBuffer.baseAddress, count: stagedBytes)
+        stagedBytes = 0
     }
 
     /// Runs `body` with room for the stored bytes of `blocks` blocks (`BlockLayout.storedBlockSize`

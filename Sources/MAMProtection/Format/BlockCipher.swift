@@ -32,6 +32,8 @@ final class BlockCipher: @unchecked Sendable {
     /// The request buffers (`BlockCipher+Scratch.swift`), made on first use and kept with the
     /// cipher: a plaintext block for merging partial blocks, and one block's stored bytes.
     var stagingBuffer: UnsafeMutableRawBufferPointer?
+    /// How many bytes at the start of the staging block may hold plaintext now.
+    var stagedBytes = 0
     var oneBlockStoredBuffer: UnsafeMutableRawBufferPointer?
 
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
@@ -64,7 +66,9 @@ final class BlockCipher: @unchecked Sendable {
 
     /// Keeps `cipher`, taken for `key` and no longer used by the caller, with `key` for the next
     /// `take`, unless another is kept there already.
+    /// Plaintext the request staged is wiped first (`BlockCipher+Scratch`).
     static func keep(_ cipher: BlockCipher, with key: SymmetricKey) {
+        cipher.wipeStaging()
         key.blockCiphers.withLock { slot in if slot == nil { slot = cipher } }
     }
 

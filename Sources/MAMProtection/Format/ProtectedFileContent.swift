@@ -29,7 +29,8 @@ public final class ProtectedFileContent: @unchecked Sendable {
         didSet { shape = Shape(header) }
     }
     /// What the stored layout takes from `header`, kept as plain values: every request asks
-    /// for the body's offset several times, and reading `header` copies its owner and arrays.
+    /// for the body's offset several times, and each read of `header` retains and releases
+    /// its owner string and arrays.
     public private(set) var shape: Shape
     let fileKey: SymmetricKey?
     /// Where the sparse header comes from; nil: holes only in files that are sparse already.
@@ -175,10 +176,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let lastBlock = (end - 1) / bs
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
         defer { BlockCipher.keep(cipher, with: fileKey) }
-        // Partial blocks are opened into the cipher's staging block; the bytes used there are
-        // wiped before the cipher is kept (this defer runs first).
-        var staged = 0
-        defer { cipher.wipeStaging(staged) }
+        // Partial blocks are opened into the cipher's staging block (wiped by `keep`).
         // One stored-bytes buffer for the whole call, sized to what it covers.
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastBlock - firstBlock + 1)
         try cipher.withStoredBuffer(blocks: Int(chunkBlocks)) { storedBuffer in
@@ -198,8 +196,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
                     if wholeBlock {
                         try openBlock(cipher, index: b, stored: storedBlock, into: buffer.baseAddress! + Int(blockStart - offset))
                     } else {
-                        let staging = cipher.staging
-                        staged = max(staged, plainLength)
+                        let staging = cipher.staging(plainLength)
                         try openBlock(cipher, index: b, stored: storedBlock, into: staging)
                         (buffer.baseAddress! + Int(copyFrom - offset)).copyMemory(
                             from: staging + Int(copyFrom - blockStart), byteCount: Int(copyTo - copyFrom))
@@ -378,10 +375,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
 
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
         defer { BlockCipher.keep(cipher, with: fileKey) }
-        // Partial blocks are merged in the cipher's staging block; the bytes used there are
-        // wiped before the cipher is kept (this defer runs first).
-        var staged = 0
-        defer { cipher.wipeStaging(staged) }
+        // Partial blocks are merged in the cipher's staging block (wiped by `keep`).
         let chunkBlocks = min(Int64(ProtectedFileContent.blocksPerChunk), lastTouched - firstBlock + 1)
         try cipher.withStoredBuffer(blocks: Int(chunkBlocks)) { stored in
             var block = firstBlock
@@ -400,8 +394,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
                     if let source, dataFrom == blockStart, dataTo == blockStart + Int64(newLength) {
                         blockPlain = UnsafeRawBufferPointer(start: source.baseAddress! + Int(blockStart - offset), count: newLength)
                     } else {
-                        let plain = cipher.staging
-                        staged = max(staged, newLength)
+                        let plain = cipher.staging(newLength)
                         var zeroFrom = 0
                         if oldLength > 0 && !(dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)) {
                             // The old stored bytes are read into the place the block's new ones

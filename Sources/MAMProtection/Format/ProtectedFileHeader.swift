@@ -57,7 +57,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     public var isSparse: Bool { encryption?.isSparse ?? false }
 
     /// Length of the encoded header in bytes: where the body starts in the backing file.
-    /// Asked several times per request (every stored offset): counted, not encoded.
+    /// Counted, not encoded: asked whenever a content view is made (`ProtectedFileContent.Shape`).
     public var length: Int { 13 + owner.utf8.count + (isEncrypted ? 80 : 0) }
 
     private var ownerBytes: [UInt8] { Array(owner.utf8) }
