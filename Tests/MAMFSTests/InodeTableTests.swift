@@ -209,6 +209,23 @@ struct InodeTableTests {
         }
         #expect(inodes.allSatisfy { pins($0) == 0 })
         #expect(PinScope.current().count == 0)
+        // An outer level below the limit, an inner one that takes the scope past it and is
+        // left again: the outer entries stay pinned once, new ones are pinned once each.
+        try DescriptorCache.withPins {
+            for inode in inodes.prefix(10) { _ = try inode.descriptor() }
+            try DescriptorCache.withPins {
+                for inode in inodes[10..<20] { _ = try inode.descriptor(); _ = try inode.descriptor() }
+                #expect(PinScope.current().count == 20)
+            }
+            #expect(PinScope.current().count == 10)
+            for inode in inodes.prefix(10) { _ = try inode.descriptor() }
+            #expect(inodes.prefix(10).allSatisfy { pins($0) == 1 })
+            #expect(inodes[10..<20].allSatisfy { pins($0) == 0 })
+            for inode in inodes[10..<15] { _ = try inode.descriptor(); _ = try inode.descriptor() }
+            #expect(inodes.prefix(15).allSatisfy { pins($0) == 1 })
+            #expect(PinScope.current().count == 15)
+        }
+        #expect(inodes.allSatisfy { pins($0) == 0 })
         // Below the limit again, a fresh scope still pins once per entry.
         try DescriptorCache.withPins {
             for inode in inodes.prefix(3) { _ = try inode.descriptor(); _ = try inode.descriptor() }

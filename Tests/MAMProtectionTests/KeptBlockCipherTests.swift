@@ -167,5 +167,14 @@ struct KeptBlockCipherTests {
         let afterRead = try #require(try Self.stagingBytes(fileKey, fileId: fileId))
         #expect(afterRead.allSatisfy { $0 == 0 }, "plaintext left in the staging block after the read")
         #expect(try FormatFixture.readAll(try FormatFixture.reopen(file, accountKey: key)) == expected)
+        // A partial read of a block that fails authentication leaves nothing staged either.
+        var byte: UInt8 = 0
+        let at = off_t(content.dataOffset) + off_t(BlockLayout.storedBlockSize + AESGCM.nonceSize + 10)
+        #expect(pread(file.fd, &byte, 1, at) == 1)
+        byte ^= 0xFF
+        #expect(pwrite(file.fd, &byte, 1, at) == 1)
+        #expect(throws: MAMError.self) { _ = try FormatFixture.read(content, at: 4100, count: 700) }
+        let afterFailure = try #require(try Self.stagingBytes(fileKey, fileId: fileId))
+        #expect(afterFailure.allSatisfy { $0 == 0 }, "plaintext left in the staging block after a failed read")
     }
 }

@@ -8,6 +8,8 @@ import Testing
         #expect(ProcessDescriptorPath.path(of: 0) == "/proc/self/fd/0")
         #expect(ProcessDescriptorPath.path(of: 1_234_567) == "/proc/self/fd/1234567")
         #expect(ProcessDescriptorPath.path(of: Int32.max) == "/proc/self/fd/2147483647")
+        #expect(ProcessDescriptorPath.path(of: -1) == "/proc/self/fd/-1")
+        #expect(ProcessDescriptorPath.path(of: Int32.min) == "/proc/self/fd/-2147483648")
     }
 
     @Test func currentPathOfLiveFileIsNotDeleted() throws {

@@ -329,9 +329,10 @@ final class PinScope {
     private var levels: [[Inode]] = []
     /// The entries all levels hold.
     private var pinnedCount = 0
-    /// Their identities, made only while more than `linearLimit` are pinned: a request pins
-    /// one to three entries, many times over (every descriptor read asks), and comparing that
-    /// many references costs less than hashing one.
+    /// Their identities, made once more than `linearLimit` are pinned and kept until the
+    /// outermost level is left (a loop pinning one entry per step does not build it each
+    /// step): a request pins one to three entries, many times over (every descriptor read
+    /// asks), and comparing that many references costs less than hashing one.
     private var pinnedSet: Set<ObjectIdentifier>?
     static let linearLimit = 16
 
@@ -345,7 +346,7 @@ final class PinScope {
             pinnedSet?.remove(ObjectIdentifier(inode))
             inode.descriptors.unpin(inode)
         }
-        if pinnedCount <= PinScope.linearLimit { pinnedSet = nil }
+        if levels.isEmpty { pinnedSet = nil }
     }
 
     /// Records `inode` in the innermost level; true when no level had pinned it yet.
