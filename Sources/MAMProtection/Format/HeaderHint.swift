@@ -12,7 +12,7 @@ public struct HeaderSummary: Equatable, Sendable {
 
     /// Length of the header in bytes (13 + owner bytes, plus 80 when encrypted), as
     /// `ProtectedFileHeader.length`.
-    public var length: Int { 13 + owner.utf8.count + (isEncrypted ? 80 : 0) }
+    public var length: Int { ProtectedFileHeader.encodedLength(ownerBytes: owner.utf8.count, encrypted: isEncrypted) }
 
     public init(owner: String, isEncrypted: Bool) {
         self.owner = owner

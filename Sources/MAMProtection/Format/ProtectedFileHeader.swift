@@ -58,7 +58,11 @@ public struct ProtectedFileHeader: Equatable, Sendable {
 
     /// Length of the encoded header in bytes: where the body starts in the backing file.
     /// Counted, not encoded: asked whenever a content view is made (`ProtectedFileContent.Shape`).
-    public var length: Int { 13 + owner.utf8.count + (isEncrypted ? 80 : 0) }
+    public var length: Int { ProtectedFileHeader.encodedLength(ownerBytes: owner.utf8.count, encrypted: isEncrypted) }
+
+    /// The length of a header whose owner takes `ownerBytes` UTF-8 bytes: 13 fixed bytes, the
+    /// owner, and 80 for the key id, file id and wrapped file key of an encrypted body.
+    static func encodedLength(ownerBytes: Int, encrypted: Bool) -> Int { 13 + ownerBytes + (encrypted ? 80 : 0) }
 
     private var ownerBytes: [UInt8] { Array(owner.utf8) }
 
@@ -119,7 +123,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         var bytes = magic
         bytes.append(currentVersion)
         bytes.append(encryptedFlag | (sparse ? sparseFlag : 0))
-        let length = UInt16(13 + ownerBytes.count + 80)
+        let length = UInt16(encodedLength(ownerBytes: ownerBytes.count, encrypted: true))
         bytes.append(UInt8(length & 0xff)); bytes.append(UInt8(length >> 8))
         bytes.append(UInt8(ownerBytes.count))
         bytes += ownerBytes
@@ -179,7 +183,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         let ownerLength = Int(prefix[12])
         let encrypted = flags & encryptedFlag != 0
         guard encrypted || flags & sparseFlag == 0 else { throw fail("sparse flag on a plain header") }
-        let expected = 13 + ownerLength + (encrypted ? 80 : 0)
+        let expected = encodedLength(ownerBytes: ownerLength, encrypted: encrypted)
         guard declaredLength == expected else { throw fail("header length \(declaredLength), expected \(expected)") }
         guard prefix.count >= expected else { throw fail("truncated") }
         guard let owner = String(validating: prefix[13..<(13 + ownerLength)], as: UTF8.self),
