@@ -214,4 +214,24 @@ struct FormatRoundTripTests {
         #expect(try FormatFixture.readAll(reread) == data)
         #expect(FormatFixture.isAuthenticationFailure { _ = try FormatFixture.reopen(file, accountKey: oldKey) })
     }
+
+    @Test("an encrypted header's key id is stored little-endian, covered by the wrap and decoded back", arguments: [UInt32(1), 0x0403_0201, .max])
+    func keyIdRoundTrips(keyId: UInt32) throws {
+        let accountKey = try SymmetricKey.random()
+        let owner = "ü-owner"
+        let (header, fileKey) = try ProtectedFileHeader.makeEncrypted(owner: owner, keyId: keyId, accountKey: accountKey)
+        let bytes = header.encoded()
+        let at = 13 + owner.utf8.count
+        #expect(Array(bytes[at..<at + 4]) == [UInt8(keyId & 0xff), UInt8(keyId >> 8 & 0xff), UInt8(keyId >> 16 & 0xff), UInt8(keyId >> 24)])
+        #expect(Array(bytes[13..<at]) == Array(owner.utf8))
+        #expect(bytes.count == header.length)
+        let decoded = try #require(try bytes.withUnsafeBytes { try ProtectedFileHeader.decode($0) })
+        #expect(decoded == header)
+        #expect(try decoded.unwrapFileKey(accountKey: accountKey).copyBytes() == fileKey.copyBytes())
+        // Another key id in the same place no longer authenticates: the id is in the wrap's AAD.
+        var moved = bytes
+        moved[at] ^= 0x80
+        let other = try #require(try moved.withUnsafeBytes { try ProtectedFileHeader.decode($0) })
+        #expect(throws: MAMError.self) { try other.unwrapFileKey(accountKey: accountKey) }
+    }
 }

@@ -4,8 +4,10 @@ import Foundation
 /// AES-256-GCM with a 96-bit nonce and a 128-bit tag, through OpenSSL EVP.
 ///
 /// One instance holds one cipher context with its key schedule set once; each call only
-/// re-initialises the nonce. An instance is NOT thread-safe: use one per thread or per call.
-public final class AESGCM {
+/// re-initialises the nonce. An instance is NOT thread-safe: use one per thread or per call
+/// (it is `Sendable` only in the sense that a key's mutex hands a kept one from one thread to
+/// the next, `SymmetricKey.withCipher`).
+public final class AESGCM: @unchecked Sendable {
     /// Nonce length in bytes.
     public static let nonceSize = 12
     /// Authentication tag length in bytes.
@@ -107,7 +109,7 @@ public final class AESGCM {
     }
 
     private func seal(bytes plaintext: UnsafeRawBufferPointer, aad: [UInt8]) throws -> [UInt8] {
-        let nonce = try SecureRandom.bytes(AESGCM.nonceSize)
+        let nonce = try PublicRandom.bytes(AESGCM.nonceSize)
         var out = [UInt8](repeating: 0, count: AESGCM.nonceSize + plaintext.count + AESGCM.tagSize)
         try out.withUnsafeMutableBytes { outBytes in
             outBytes.copyBytes(from: nonce)

@@ -13,6 +13,9 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     /// The block cipher of the file this key encrypts, kept between calls
     /// (`BlockCipher.take`/`keep`); its key schedule goes with the key.
     let blockCiphers = Mutex<BlockCipher?>(nil)
+    /// The AES-GCM context of an account key, which wraps and unwraps file keys, kept between
+    /// calls (`withCipher`); its key schedule goes with the key.
+    let keptCipher = Mutex<AESGCM?>(nil)
 
     /// Copies `bytes` (exactly 32) into a new key.
     /// - Throws: `MAMError.invalidArguments` for a wrong length.

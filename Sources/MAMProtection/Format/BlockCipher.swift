@@ -6,18 +6,18 @@ import Synchronization
 ///
 /// Everything per-block is reused: one cipher context (key schedule set once), one AAD buffer
 /// holding fileId || index with the index rewritten in place, and a pool of nonces filled by one
-/// `RAND_bytes` call per batch of blocks. Before this existed each block allocated its AAD and
+/// draw from `PublicRandom` per batch of blocks. Before this existed each block allocated its AAD and
 /// called `RAND_bytes` for 12 bytes (a DRBG round plus a getpid syscall), which cost more than
 /// the AES-GCM itself (docs/PERFORMANCE.md).
 ///
 /// One instance outlives a call: `take` and `keep` keep it with its file key
 /// (`SymmetricKey.blockCiphers`), so the next read or write of the same file skips the context
-/// set-up and usually the `RAND_bytes` call too. Its key schedule lives exactly as long as the
+/// set-up and usually the nonce draw too. Its key schedule lives exactly as long as the
 /// key bytes it was made from. Not thread-safe: a caller has the instance to itself between
 /// `take` and `keep` (so it is `Sendable` only in the sense that the key's mutex hands it from
 /// one thread to the next).
 final class BlockCipher: @unchecked Sendable {
-    /// Nonces drawn per `RAND_bytes` call (one write chunk's worth).
+    /// Most nonces drawn at once (one write chunk's worth).
     static let noncePoolCapacity = 64
 
     private let cipher: AESGCM
@@ -80,13 +80,16 @@ final class BlockCipher: @unchecked Sendable {
     }
 
     /// Makes sure the pool holds nonces for the blocks the caller is about to seal: when it is
-    /// empty (or was drawn before a fork), one `RAND_bytes` call fills it whole. `count` is a
-    /// hint only; every seal takes a nonce of its own, drawing again when the pool runs out.
+    /// empty (or was drawn before a fork), it takes `count` nonces (at most a pool's worth) from
+    /// `PublicRandom` in one draw. `count` is a hint only; every seal takes a nonce of its own,
+    /// drawing again when the pool runs out.
     func expectBlocks(_ count: Int) throws {
         let generation = ForkGeneration.current
         guard noncesLeft == 0 || poolGeneration != generation else { return }
-        try SecureRandom.fill(nonces)
-        noncesLeft = BlockCipher.noncePoolCapacity
+        let drawn = min(max(count, 1), BlockCipher.noncePoolCapacity)
+        noncesLeft = 0
+        try PublicRandom.fill(UnsafeMutableRawBufferPointer(rebasing: nonces[0..<(drawn * AESGCM.nonceSize)]))
+        noncesLeft = drawn
         poolGeneration = generation
     }
 
@@ -123,19 +126,4 @@ final class BlockCipher: @unchecked Sendable {
             throw MAMError.authenticationFailed("block \(index) does not authenticate")
         }
     }
-}
-
-/// Counts the forks that made this process (`pthread_atfork`'s child handler, registered at the
-/// first use): a child never uses random state its parent drew before the fork
-/// (`BlockCipher`'s nonce pool), which the parent goes on using.
-enum ForkGeneration {
-    private static let counter: Atomic<UInt64> = {
-        pthread_atfork(nil, nil, { ForkGeneration.bump() })
-        return Atomic<UInt64>(1)
-    }()
-
-    /// 1 plus the number of forks between the first use and this process.
-    static var current: UInt64 { counter.load(ordering: .relaxed) }
-
-    private static func bump() { counter.add(1, ordering: .relaxed) }
 }

@@ -158,7 +158,7 @@ extension PlaintextCopy {
             let blocks = (plain.count + bs - 1) / bs
             var stored = 0
             for b in 0..<blocks {
-                // One RAND_bytes call per pool's worth of nonces (a chunk is 256 blocks).
+                // One nonce draw per pool's worth of blocks (a chunk is 256 blocks).
                 if b % BlockCipher.noncePoolCapacity == 0 { try cipher.expectBlocks(blocks - b) }
                 let length = min(bs, plain.count - b * bs)
                 try cipher.seal(index: firstBlock + Int64(b),

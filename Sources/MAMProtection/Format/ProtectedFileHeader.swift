@@ -78,7 +78,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
     /// - Returns: the header and the (unwrapped) file key for writing the body.
     public static func makeEncrypted(owner: String, keyId: UInt32, accountKey: SymmetricKey) throws -> (ProtectedFileHeader, SymmetricKey) {
         let fileKey = try SymmetricKey.random()
-        let header = try ProtectedFileHeader(owner: owner, keyId: keyId, fileId: try SecureRandom.bytes(fileIdSize),
+        let header = try ProtectedFileHeader(owner: owner, keyId: keyId, fileId: try PublicRandom.bytes(fileIdSize),
                                              fileKey: fileKey, accountKey: accountKey)
         return (header, fileKey)
     }
@@ -93,8 +93,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
             throw MAMError.invalidArguments("an encrypted file needs an owner of 1...255 bytes")
         }
         let aad = ProtectedFileHeader.authenticatedPrefix(owner: canonicalOwner, keyId: keyId, fileId: fileId, sparse: sparse)
-        let cipher = try AESGCM(key: accountKey)
-        let nonce = try wrapNonce ?? SecureRandom.bytes(AESGCM.nonceSize)
+        let nonce = try wrapNonce ?? PublicRandom.bytes(AESGCM.nonceSize)
         guard nonce.count == AESGCM.nonceSize else { throw MAMError.invalidArguments("wrap nonce must be 12 bytes") }
         var wrapped = [UInt8](repeating: 0, count: AESGCM.nonceSize + 32 + AESGCM.tagSize)
         try wrapped.withUnsafeMutableBytes { out in
@@ -103,7 +102,9 @@ public struct ProtectedFileHeader: Equatable, Sendable {
                 try aad.withUnsafeBytes { a in
                     // The file key is read in place: no copy of it is made.
                     try fileKey.withUnsafeBytes { k in
-                        try cipher.seal(nonce: n, aad: a, plaintext: k, ciphertext: out.baseAddress! + 12, tag: out.baseAddress! + 44)
+                        try accountKey.withCipher { cipher in
+                            try cipher.seal(nonce: n, aad: a, plaintext: k, ciphertext: out.baseAddress! + 12, tag: out.baseAddress! + 44)
+                        }
                     }
                 }
             }
@@ -155,7 +156,7 @@ public struct ProtectedFileHeader: Equatable, Sendable {
         guard let encryption else { throw MAMError.invalidArguments("the file is not encrypted") }
         let aad = ProtectedFileHeader.authenticatedPrefix(owner: owner, keyId: encryption.keyId, fileId: encryption.fileId,
                                                           sparse: encryption.isSparse)
-        guard let secret = try AESGCM(key: accountKey).openSecret(encryption.wrappedFileKey, aad: aad),
+        guard let secret = try accountKey.withCipher({ try $0.openSecret(encryption.wrappedFileKey, aad: aad) }),
               secret.count == SymmetricKey.byteCount else {
             throw MAMError.authenticationFailed("header of a file owned by \(owner) does not authenticate")
         }

@@ -13,9 +13,9 @@ final class AccountKeyStore: @unchecked Sendable {
     /// nil while keys are withheld.
     private var masterKey: SymmetricKey?
     private let lock = NSLock()
-    /// Unwrapped keys by "accountId#keyId", with the wrapped bytes they came from (so a cache
-    /// kept while the master key is dropped can tell a key destroyed or replaced since).
-    private var cache: [String: (key: SymmetricKey, wrapped: [UInt8])] = [:]
+    /// Unwrapped keys by canonical accountId and key id, with the wrapped bytes they came from
+    /// (so a cache kept while the master key is dropped can tell a key destroyed or replaced since).
+    private var cache: [KeyName: (key: SymmetricKey, wrapped: [UInt8])] = [:]
     /// Canonical accountIds whose keys are withheld.
     private var withheld: Set<String> = []
     /// Newest key id per canonical accountId (asked on every file created through a mount).
@@ -23,6 +23,12 @@ final class AccountKeyStore: @unchecked Sendable {
     /// Asked with the canonical accountId before every key is handed out (cached or not):
     /// throws to refuse it (the compliance gate, `ProtectionContext.requireKeyAccess`).
     private var gate: (@Sendable (String) throws -> Void)?
+
+    /// Names a cached key: the canonical accountId and the key id.
+    private struct KeyName: Hashable {
+        let account: String
+        let keyId: UInt32
+    }
 
     init(state: StateStore, masterKey: SymmetricKey) {
         self.state = state
@@ -57,7 +63,7 @@ final class AccountKeyStore: @unchecked Sendable {
     ///   `.policyDenied` when the gate refuses it (compliance).
     func key(accountId: String, keyId: UInt32) throws -> SymmetricKey {
         let id = AccountIdentity.canonical(accountId)
-        let cacheKey = "\(id)#\(keyId)"
+        let cacheKey = KeyName(account: id, keyId: keyId)
         lock.lock()
         let gate = self.gate
         lock.unlock()
@@ -124,7 +130,7 @@ final class AccountKeyStore: @unchecked Sendable {
         lock.lock()
         withheld.formUnion(ids)
         masterKey = nil
-        cache = cache.filter { entry in !ids.contains(String(entry.key.prefix { $0 != "#" })) }
+        cache = cache.filter { entry in !ids.contains(entry.key.account) }
         currentKeyIds = currentKeyIds.filter { !ids.contains($0.key) }
         lock.unlock()
     }
@@ -185,11 +191,9 @@ final class AccountKeyStore: @unchecked Sendable {
         currentKeyIds.removeAll()
         lock.unlock()
         guard !holding else { return }
-        var still: [String: (key: SymmetricKey, wrapped: [UInt8])] = [:]
+        var still: [KeyName: (key: SymmetricKey, wrapped: [UInt8])] = [:]
         for (name, entry) in entries {
-            let parts = name.split(separator: "#", maxSplits: 1)
-            guard parts.count == 2, let keyId = UInt32(parts[1]),
-                  (try? state.accountKey(String(parts[0]), keyId: keyId)).map(Array.init) == entry.wrapped else { continue }
+            guard (try? state.accountKey(name.account, keyId: name.keyId)).map(Array.init) == entry.wrapped else { continue }
             still[name] = entry
         }
         lock.lock()
