@@ -116,7 +116,7 @@ struct KeptBlockCipherTests {
         if child == 0 {
             // Only this thread survives the fork: a lock another one held would hang the child,
             // which then dies by SIGALRM and fails the test instead.
-            alarm(20)
+            ForkedChild.armTimeout(seconds: 20)
             close(pipeEnds[0])
             var status: Int32 = 1
             if let nonce = try? sealOnce() {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import MAMProtection
+import MAMTestSupport
 
 /// The shared pool of random bytes for nonces and file ids (`PublicRandom`): no byte is handed
 /// out twice, across refills, threads and a fork.
@@ -39,17 +40,19 @@ struct PublicRandomTests {
         #expect(try PublicRandom.bytes(0).isEmpty)
     }
 
-    @Test("a forked child draws bytes of its own instead of the parent's next ones")
+    @Test("a forked child empties its copy of the pool and draws bytes of its own")
     func forkedChildDrawsItsOwnBytes() throws {
-        _ = try PublicRandom.bytes(16)  // fills the pool: without the fork check, parent and child would hand out the same bytes next
+        _ = try PublicRandom.bytes(16)  // fills the pool: the child must not hand out what is left of it
         var pipeEnds: [Int32] = [0, 0]
         #expect(pipe(&pipeEnds) == 0)
         let child = fork()
         if child == 0 {
-            // Only this thread survives the fork: a lock another one held would hang the child,
-            // which then dies by SIGALRM and fails the test instead.
-            alarm(20)
+            // A lock another thread held at the fork would hang the child, which then dies by
+            // SIGALRM and fails the test.
+            ForkedChild.armTimeout(seconds: 20)
             close(pipeEnds[0])
+            // Nothing else runs in the child: what the pool holds now is what the fork left it.
+            guard PublicRandom.bytesLeft == 0 else { _exit(2) }
             var status: Int32 = 1
             if let bytes = try? PublicRandom.bytes(16) {
                 status = bytes.withUnsafeBytes { write(pipeEnds[1], $0.baseAddress, $0.count) } == bytes.count ? 0 : 1
@@ -57,15 +60,48 @@ struct PublicRandomTests {
             _exit(status)
         }
         #expect(child > 0)
+        let inParent = try PublicRandom.bytes(16)
         close(pipeEnds[1])
         defer { close(pipeEnds[0]) }
         var fromChild = [UInt8](repeating: 0, count: 16)
         let got = fromChild.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
         var status: Int32 = 0
         #expect(waitpid(child, &status, 0) == child)
-        #expect(status == 0, "the child's draw failed")
+        #expect(status != 2 << 8, "the child kept the parent's pool")
+        #expect(status == 0, "the child's draw failed (wait status \(status))")
         #expect(got == 16)
-        let inParent = try PublicRandom.bytes(16)
         #expect(fromChild != inParent, "the child handed out the parent's next bytes")
+    }
+
+    @Test("forks while other threads draw never leave the child a locked pool")
+    func forkWhileDrawingDoesNotHangTheChild() throws {
+        // The pool is made before the drawers start: a fork while another thread is still
+        // making it would leave the child waiting on Swift's once-guard, not on the pool's lock.
+        _ = try PublicRandom.bytes(1)
+        let stop = Atomic<Bool>(false)
+        let drawers = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: drawers) {
+                while !stop.load(ordering: .relaxed) { _ = try? PublicRandom.bytes(16) }
+            }
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            drawers.wait()
+        }
+        for _ in 0..<30 {
+            let child = fork()
+            if child == 0 {
+                ForkedChild.armTimeout(seconds: 5)
+                _exit((try? PublicRandom.bytes(16)) != nil ? 0 : 1)
+            }
+            try #require(child > 0)
+            var status: Int32 = 0
+            #expect(waitpid(child, &status, 0) == child)
+            guard status == 0 else {
+                Issue.record("the child hung on the pool's lock or failed to draw (wait status \(status))")
+                break
+            }
+        }
     }
 }

@@ -71,14 +71,16 @@ extension OverlayFilesystem {
         let hinted = statted ? inode.hint(ctime: before.st_ctim) : nil
         try applyMetadata(inode, handle, changes)
         var after = stat()
-        if statted, fstatat(inode.fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 {
-            if case .known(let header, _, _, _) = known {
-                inode.storeHeader(header, stamp: after.st_ctim)
-            } else if let hinted {
-                inode.storeHint(hinted, stamp: after.st_ctim)
-            }
+        guard statted, fstatat(inode.fd, "", &after, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
+            return try attributes(inode, locked: true, hideWiped: false)
         }
-        return try attributes(inode, locked: true, hideWiped: false)
+        if case .known(let header, _, _, _) = known {
+            inode.storeHeader(header, stamp: after.st_ctim)
+        } else if let hinted {
+            inode.storeHint(hinted, stamp: after.st_ctim)
+        }
+        // The reply's attributes come from this stat: a third one would find the same.
+        return try attributes(inode, locked: true, hideWiped: false, statted: after)
     }
 
     /// The owner, mode and time parts of a setattr, on the backing object.

@@ -4,10 +4,8 @@ import Foundation
 /// AES-256-GCM with a 96-bit nonce and a 128-bit tag, through OpenSSL EVP.
 ///
 /// One instance holds one cipher context with its key schedule set once; each call only
-/// re-initialises the nonce. An instance is NOT thread-safe: use one per thread or per call
-/// (it is `Sendable` only in the sense that a key's mutex hands a kept one from one thread to
-/// the next, `SymmetricKey.withCipher`).
-public final class AESGCM: @unchecked Sendable {
+/// re-initialises the nonce. An instance is NOT thread-safe: use one per thread or per call.
+public final class AESGCM {
     /// Nonce length in bytes.
     public static let nonceSize = 12
     /// Authentication tag length in bytes.

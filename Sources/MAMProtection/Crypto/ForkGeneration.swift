@@ -3,7 +3,7 @@ import Synchronization
 
 /// Counts the forks that made this process (`pthread_atfork`'s child handler, registered at the
 /// first use): a child never uses random state its parent drew before the fork
-/// (`PublicRandom`'s pool, `BlockCipher`'s nonces), which the parent goes on using.
+/// (`BlockCipher`'s nonces), which the parent goes on using.
 enum ForkGeneration {
     private static let counter: Atomic<UInt64> = {
         pthread_atfork(nil, nil, { ForkGeneration.bump() })

@@ -12,11 +12,20 @@ extension SymmetricKey {
     /// - Throws: what `body` throws; `MAMError.internalError` when OpenSSL cannot set up a new
     ///   context.
     func withCipher<R>(_ body: (AESGCM) throws -> R) throws -> R {
-        let cipher = try keptCipher.withLock { $0.take() } ?? AESGCM(key: self)
-        defer { keptCipher.withLock { slot in if slot == nil { slot = cipher } } }
-        return try body(cipher)
+        let kept = try keptCipher.withLock { $0.take() } ?? KeptCipher(try AESGCM(key: self))
+        defer { keptCipher.withLock { slot in if slot == nil { slot = kept } } }
+        return try body(kept.cipher)
     }
 
     /// Whether an AES-GCM context is kept with this key (for tests).
     var keepsCipher: Bool { keptCipher.withLock { $0 != nil } }
+}
+
+/// An AES-GCM context while it is kept with its key (`SymmetricKey.withCipher`). Unchecked
+/// `Sendable`: the key's mutex hands it to one thread at a time, which has it to itself until
+/// it gives it back.
+final class KeptCipher: @unchecked Sendable {
+    let cipher: AESGCM
+
+    init(_ cipher: AESGCM) { self.cipher = cipher }
 }

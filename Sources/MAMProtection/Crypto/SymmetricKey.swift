@@ -15,7 +15,7 @@ public final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     let blockCiphers = Mutex<BlockCipher?>(nil)
     /// The AES-GCM context of an account key, which wraps and unwraps file keys, kept between
     /// calls (`withCipher`); its key schedule goes with the key.
-    let keptCipher = Mutex<AESGCM?>(nil)
+    let keptCipher = Mutex<KeptCipher?>(nil)
 
     /// Copies `bytes` (exactly 32) into a new key.
     /// - Throws: `MAMError.invalidArguments` for a wrong length.

@@ -79,17 +79,26 @@ final class BlockCipher: @unchecked Sendable {
         return true
     }
 
-    /// Makes sure the pool holds nonces for the blocks the caller is about to seal: when it is
-    /// empty (or was drawn before a fork), it takes `count` nonces (at most a pool's worth) from
-    /// `PublicRandom` in one draw. `count` is a hint only; every seal takes a nonce of its own,
-    /// drawing again when the pool runs out.
+    /// Makes sure the pool holds nonces for the `count` blocks (at most a pool's worth) the
+    /// caller is about to seal: when it holds fewer (or was drawn before a fork), the rest is
+    /// dropped unused and `count` nonces are taken from `PublicRandom` in one draw. A hint
+    /// only: every seal takes a nonce of its own, drawing again when the pool runs out.
     func expectBlocks(_ count: Int) throws {
+        let wanted = min(max(count, 1), BlockCipher.noncePoolCapacity)
+        guard noncesLeft < wanted || poolGeneration != ForkGeneration.current else { return }
+        try drawNonces(wanted)
+    }
+
+    /// Nonces a seal draws when the pool is empty and no caller said how many blocks follow
+    /// (a hole's zero blocks, a single block): enough that a run of blocks does not take the
+    /// shared pool's lock for each.
+    static let unannouncedDraw = 16
+
+    private func drawNonces(_ count: Int) throws {
         let generation = ForkGeneration.current
-        guard noncesLeft == 0 || poolGeneration != generation else { return }
-        let drawn = min(max(count, 1), BlockCipher.noncePoolCapacity)
         noncesLeft = 0
-        try PublicRandom.fill(UnsafeMutableRawBufferPointer(rebasing: nonces[0..<(drawn * AESGCM.nonceSize)]))
-        noncesLeft = drawn
+        try PublicRandom.fill(UnsafeMutableRawBufferPointer(rebasing: nonces[0..<(count * AESGCM.nonceSize)]))
+        noncesLeft = count
         poolGeneration = generation
     }
 
@@ -102,7 +111,7 @@ final class BlockCipher: @unchecked Sendable {
     /// nonce (12) || ciphertext || tag (16) = `plaintext.count + BlockLayout.overhead` bytes.
     /// Each nonce is used once: it is taken from the pool and the pool never rewinds.
     func seal(index: Int64, plaintext: UnsafeRawBufferPointer, into stored: UnsafeMutableRawPointer) throws {
-        try expectBlocks(1)
+        if noncesLeft == 0 || poolGeneration != ForkGeneration.current { try drawNonces(BlockCipher.unannouncedDraw) }
         noncesLeft -= 1
         stored.copyMemory(from: nonces.baseAddress! + noncesLeft * AESGCM.nonceSize, byteCount: AESGCM.nonceSize)
         try cipher.seal(nonce: UnsafeRawBufferPointer(start: stored, count: AESGCM.nonceSize), aad: setIndex(index),
