@@ -110,31 +110,11 @@ struct KeptBlockCipherTests {
         // Leaves seven nonces in the kept cipher's pool: without the fork check the child
         // would take the very nonce the parent takes next.
         _ = try sealOnce(expecting: 8)
-        var pipeEnds: [Int32] = [0, 0]
-        #expect(pipe(&pipeEnds) == 0)
-        let child = fork()
-        if child == 0 {
-            // Only this thread survives the fork: a lock another one held would hang the child,
-            // which then dies by SIGALRM and fails the test instead.
-            ForkedChild.armTimeout(seconds: 20)
-            close(pipeEnds[0])
-            var status: Int32 = 1
-            if let nonce = try? sealOnce() {
-                status = nonce.withUnsafeBytes { write(pipeEnds[1], $0.baseAddress, $0.count) } == nonce.count ? 0 : 1
-            }
-            _exit(status)
-        }
-        #expect(child > 0)
-        close(pipeEnds[1])
-        defer { close(pipeEnds[0]) }
-        var fromChild = [UInt8](repeating: 0, count: AESGCM.nonceSize)
-        let got = fromChild.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-        var status: Int32 = 0
-        #expect(waitpid(child, &status, 0) == child)
-        #expect(status == 0, "the child's seal failed")
-        #expect(got == AESGCM.nonceSize)
+        let child = ForkedChild.run { try? sealOnce() }
+        #expect(child.status == 0, "the child's seal failed (wait status \(child.status))")
+        #expect(child.bytes.count == AESGCM.nonceSize)
         let inParent = try sealOnce()
-        #expect(fromChild != inParent, "the child took the parent's next nonce")
+        #expect(child.bytes != inParent, "the child took the parent's next nonce")
     }
 
     /// The kept cipher's staging block, taken and handed back (nil: none made yet).

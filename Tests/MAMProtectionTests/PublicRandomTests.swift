@@ -43,34 +43,16 @@ struct PublicRandomTests {
     @Test("a forked child empties its copy of the pool and draws bytes of its own")
     func forkedChildDrawsItsOwnBytes() throws {
         _ = try PublicRandom.bytes(16)  // fills the pool: the child must not hand out what is left of it
-        var pipeEnds: [Int32] = [0, 0]
-        #expect(pipe(&pipeEnds) == 0)
-        let child = fork()
-        if child == 0 {
-            // A lock another thread held at the fork would hang the child, which then dies by
-            // SIGALRM and fails the test.
-            ForkedChild.armTimeout(seconds: 20)
-            close(pipeEnds[0])
+        let child = ForkedChild.run {
             // Nothing else runs in the child: what the pool holds now is what the fork left it.
             guard PublicRandom.bytesLeft == 0 else { _exit(2) }
-            var status: Int32 = 1
-            if let bytes = try? PublicRandom.bytes(16) {
-                status = bytes.withUnsafeBytes { write(pipeEnds[1], $0.baseAddress, $0.count) } == bytes.count ? 0 : 1
-            }
-            _exit(status)
+            return try? PublicRandom.bytes(16)
         }
-        #expect(child > 0)
         let inParent = try PublicRandom.bytes(16)
-        close(pipeEnds[1])
-        defer { close(pipeEnds[0]) }
-        var fromChild = [UInt8](repeating: 0, count: 16)
-        let got = fromChild.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-        var status: Int32 = 0
-        #expect(waitpid(child, &status, 0) == child)
-        #expect(status != 2 << 8, "the child kept the parent's pool")
-        #expect(status == 0, "the child's draw failed (wait status \(status))")
-        #expect(got == 16)
-        #expect(fromChild != inParent, "the child handed out the parent's next bytes")
+        #expect(child.status != 2 << 8, "the child kept the parent's pool")
+        #expect(child.status == 0, "the child's draw failed (wait status \(child.status))")
+        #expect(child.bytes.count == 16)
+        #expect(child.bytes != inParent, "the child handed out the parent's next bytes")
     }
 
     @Test("forks while other threads draw never leave the child a locked pool")
@@ -90,16 +72,9 @@ struct PublicRandomTests {
             drawers.wait()
         }
         for _ in 0..<30 {
-            let child = fork()
-            if child == 0 {
-                ForkedChild.armTimeout(seconds: 5)
-                _exit((try? PublicRandom.bytes(16)) != nil ? 0 : 1)
-            }
-            try #require(child > 0)
-            var status: Int32 = 0
-            #expect(waitpid(child, &status, 0) == child)
-            guard status == 0 else {
-                Issue.record("the child hung on the pool's lock or failed to draw (wait status \(status))")
+            let child = ForkedChild.run(timeout: 5) { try? PublicRandom.bytes(16) }
+            guard child.status == 0, child.bytes.count == 16 else {
+                Issue.record("the child hung on the pool's lock or failed to draw (wait status \(child.status))")
                 break
             }
         }
