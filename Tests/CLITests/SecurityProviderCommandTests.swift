@@ -95,7 +95,7 @@ struct SecurityProviderCommandTests {
         // the replica's temp area, or the upload's temp file on the remote.
         let temporary = local + "/.mamfs-provider/tmp"
         var killedMidTransfer = false
-        let deadline = Date().addingTimeInterval(120)
+        let deadline = Date().addingTimeInterval(Patience.bound(120))
         while Date() < deadline && process.isRunning {
             let partial = nonEmptyFiles(under: temporary).merging(nonEmptyFiles(under: remote)) { a, _ in a }
             if partial.contains(where: { $0.value < size << 20 }) && !sandbox.exists(remote + "/big.bin") {

@@ -27,6 +27,31 @@ struct TestSupportTests {
         #expect(!FileManager.default.fileExists(atPath: marker), "the background child outlived the timeout")
     }
 
+    @Test("Patience: a wait returns once its condition holds; one that never holds lasts its nominal bound times the factor, then checks once more")
+    func patienceStretchesBoundsOnly() throws {
+        #expect(Patience.factor >= 1)
+        #expect(Patience.bound(2.5) == 2.5 * Patience.factor)
+
+        var calls = 0
+        var started = Date()
+        #expect(Patience.waitUntil(60, every: 0.01) { calls += 1; return calls == 3 })
+        #expect(calls == 3)
+        #expect(Date().timeIntervalSince(started) < 5, "a wait whose condition held did not return at once")
+
+        calls = 0
+        started = Date()
+        #expect(!Patience.waitUntil(0.1, every: 0.01) { calls += 1; return false })
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited >= Patience.bound(0.1) && waited < Patience.bound(0.1) + 5, "\(waited) s")
+        #expect(calls >= 2)
+
+        calls = 0
+        #expect(Patience.waitUntil(0, every: 0.01) { calls += 1; return true }, "the last check counts")
+        #expect(calls == 1)
+        struct Stop: Error {}
+        #expect(throws: Stop.self) { try Patience.waitUntil(60) { throw Stop() } }
+    }
+
     @Test("writeExecutable: the bytes at mode 0755, replacing the file, runnable at once 200 times while other threads start processes (no ETXTBSY)")
     func executableRunsAtOnce() throws {
         let dir = try TempDirectory(prefix: "mamfs-exec")

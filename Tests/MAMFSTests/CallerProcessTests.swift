@@ -139,10 +139,9 @@ struct CallerProcessTests {
         #expect(writer >= 0)
         _ = "go\n".withCString { write(writer, $0, 3) }
         close(writer)
-        // The exec happens in the child's own time: wait for its exe to change (at most 10 s).
-        let deadline = Date().addingTimeInterval(10)
-        while (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) != tail, Date() < deadline {
-            usleep(10_000)
+        // The exec happens in the child's own time: wait for its exe to change (10 s, nominal).
+        Patience.waitUntil(10, every: 0.01) {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) == tail
         }
         #expect(processes.executable(of: pid).path == tail)
     }

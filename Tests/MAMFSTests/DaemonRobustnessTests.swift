@@ -44,10 +44,10 @@ struct DaemonRobustnessTests {
             #expect(r.status == 0, "\(r.err)")
             #expect(r.out == "same\n")
             // FORGETs for removed nodes arrive asynchronously.
-            var count = m.daemonDescriptorCount() ?? -1
-            for _ in 0..<100 where count != baseline {
-                usleep(100_000)
+            var count = -1
+            Patience.waitUntil(10) {
                 count = m.daemonDescriptorCount() ?? -1
+                return count == baseline
             }
             #expect(count == baseline)
         }

@@ -95,7 +95,7 @@ struct NonReplicatedHooksTests {
                 }
             }
         }
-        try #require(remote.moved.wait(timeout: .now() + 60) == .success, "the queued rename reached the remote")
+        try #require(remote.moved.wait(timeout: Patience.deadline(60)) == .success, "the queued rename reached the remote")
 
         // The open's materialization, from another thread (a FUSE request).
         let call = BackgroundCall { try DescriptorCache.withPins { try hooks.materializeIfPlaceholder(fileInode, in: f.fs) } }
@@ -103,7 +103,7 @@ struct NonReplicatedHooksTests {
         // now; one that waits is still waiting. Either way the rename goes on afterwards.
         _ = call.finished(within: 2)
         remote.release()
-        try #require(call.finished(within: 60), "the materialization ended")
+        try #require(call.finished(within: Patience.bound(60)), "the materialization ended")
 
         #expect(call.failure == nil, "materialization failed: \(call.failure ?? "")")
         #expect(NonReplicatedProvider.placeholderInfo(localPath: f.backing + "/b.txt") == nil, "materialized")

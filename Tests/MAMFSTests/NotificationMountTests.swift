@@ -70,12 +70,10 @@ struct NotificationMountTests {
         #expect(try bus.ownerPID(of: "org.mamfs.Mamfs1") == first.daemonPID)
         first.close()
         var owner: pid_t?
-        let deadline = Date().addingTimeInterval(10)
-        repeat {
+        try Patience.waitUntil(10, every: 0.05) {
             owner = try bus.ownerPID(of: "org.mamfs.Mamfs1")
-            if owner == second.daemonPID { break }
-            usleep(50_000)
-        } while Date() < deadline
+            return owner == second.daemonPID
+        }
         #expect(owner == second.daemonPID, "\(String(describing: owner))")
         second.close()
         let log = (try? String(contentsOfFile: second.log, encoding: .utf8)) ?? ""
@@ -93,8 +91,7 @@ struct NotificationMountTests {
         try EnforcementMountTests.prepare(m, level: "block")
         let cat = try m.sh(#"cat work.txt; cat work.txt; echo "cat=$?""#)
         #expect(cat.out == "cat=1\n")
-        let deadline = Date().addingTimeInterval(10)
-        while server.calls.isEmpty && Date() < deadline { usleep(20_000) }
+        Patience.waitUntil(10, every: 0.02) { !server.calls.isEmpty }
         usleep(500_000)
         let calls = server.calls
         #expect(calls.count == 1, "one notification for two denials of one file: \(calls)")

@@ -167,15 +167,11 @@ final class ProviderMount: @unchecked Sendable {
         return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
     }
 
-    /// Waits up to `seconds` for `condition` (sync passes and uploads run after close).
+    /// Waits up to `seconds` (nominal, stretched by `Patience`) for `condition` (sync passes
+    /// and uploads run after close).
     @discardableResult
     func wait(_ seconds: Double = 15, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(100_000)
-        }
-        return condition()
+        Patience.waitUntil(seconds, condition)
     }
 
     /// A remote file not in the first few (sorted), for the scenarios.

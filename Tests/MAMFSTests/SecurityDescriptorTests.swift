@@ -78,12 +78,13 @@ struct SecurityDescriptorTests {
 
     """#
 
-    /// Waits (up to 10 s) until `condition` holds for the daemon's descriptor count; returns the last count.
+    /// Waits (up to 10 s, nominal, stretched by `Patience`) until `condition` holds for the
+    /// daemon's descriptor count; returns the last count.
     private func waitForDescriptors(_ m: MountedFixture, _ condition: (Int) -> Bool) -> Int {
-        var count = m.daemonDescriptorCount() ?? -1
-        for _ in 0..<100 where !condition(count) {
-            usleep(100_000)
+        var count = -1
+        Patience.waitUntil(10) {
             count = m.daemonDescriptorCount() ?? -1
+            return condition(count)
         }
         return count
     }

@@ -89,7 +89,7 @@ struct SecurityProviderMountTests {
         let daemons = FuseMounts.daemonPIDs(serving: m.mountpoint)
         #expect(!daemons.isEmpty)
         var killedMidTransfer = false
-        let deadline = Date().addingTimeInterval(120)
+        let deadline = Date().addingTimeInterval(Patience.bound(120))
         while Date() < deadline {
             // The download is in flight while the daemon holds its in-memory buffer with bytes in
             // it (the provided copy is linked into the temp area only once it is complete).
@@ -222,8 +222,9 @@ struct SecurityProviderMountTests {
             """)
         let lines = result.out.split(separator: "\n").map(String.init)
         let fifoRead = lines.first?.split(separator: " ").map(String.init) ?? []
-        #expect(fifoRead.count == 2 && fifoRead[0] == "1", "cat of the FIFO's placeholder: exit \(fifoRead) (124/137: it blocked)")
-        #expect(fifoRead.count == 2 && (Int(fifoRead[1]) ?? 99) < 10, "opening the FIFO's placeholder took \(fifoRead) s")
+        // Exit 1 within the 15 s of `timeout` (124/137: it blocked); how long it took is not the
+        // point, a loaded machine may take seconds.
+        #expect(fifoRead.count == 2 && fifoRead[0] == "1", "cat of the FIFO's placeholder: exit and seconds \(fifoRead) (124/137: it blocked)")
         #expect(lines.contains("same"), "another file could not be read: \(result.out) \(result.err)")
         #expect(lines.contains("listed"))
     }

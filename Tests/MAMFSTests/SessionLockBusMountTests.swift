@@ -14,16 +14,14 @@ struct SessionLockBusMountTests {
     static let sessionPath = "/org/freedesktop/login1/session/_31"
 
     /// `cat work.txt` through the mount until it gives `expected` (stdout, or "EACCES"), at
-    /// most 5 s; the last answer.
+    /// most 5 s (nominal, stretched by `Patience`); the last answer.
     static func waitForRead(_ m: MountedFixture, _ expected: String) throws -> String {
         var last = ""
-        let deadline = Date().addingTimeInterval(5)
-        repeat {
+        try Patience.waitUntil(5, every: 0.05) {
             let result = try m.sh("cat work.txt")
             last = result.status == 0 ? result.out : (result.err.contains("Permission denied") ? "EACCES" : result.err)
-            if last == expected { return last }
-            usleep(50_000)
-        } while Date() < deadline
+            return last == expected
+        }
         return last
     }
 

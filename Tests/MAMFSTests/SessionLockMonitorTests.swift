@@ -29,15 +29,11 @@ struct SessionLockMonitorTests {
                                onEvent: { event in self.locked { self.eventList.append(event) } })
         }
 
-        /// Waits up to 5 s until `condition` holds; returns whether it did.
+        /// Waits up to 5 s (nominal, stretched by `Patience`) until `condition` holds; returns
+        /// whether it did.
         @discardableResult
         func wait(until condition: (Recorder) -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(5)
-            while Date() < deadline {
-                if condition(self) { return true }
-                usleep(10_000)
-            }
-            return condition(self)
+            Patience.waitUntil(5, every: 0.01) { condition(self) }
         }
 
         /// Waits until `count` debug lines contain `text`.

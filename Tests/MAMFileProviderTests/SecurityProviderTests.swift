@@ -61,7 +61,8 @@ private func byteSnapshot(_ directory: String) -> [[UInt8]: [UInt8]] {
     return result
 }
 
-/// Runs `body` on its own thread and waits at most `seconds` for it.
+/// Runs `body` on its own thread and waits at most `seconds` (nominal, stretched by `Patience`)
+/// for it.
 /// - Returns: true when it finished in time.
 private func finishes(within seconds: Double, _ body: @escaping () -> Void) -> Bool {
     final class Job: @unchecked Sendable {
@@ -75,7 +76,7 @@ private func finishes(within seconds: Double, _ body: @escaping () -> Void) -> B
         job.done.signal()
     }
     let done = job.done
-    return done.wait(timeout: .now() + seconds) == .success
+    return done.wait(timeout: Patience.deadline(seconds)) == .success
 }
 
 /// Unblocks whoever waits in open(2) on the FIFO at `path` (a reader waiting for a writer).

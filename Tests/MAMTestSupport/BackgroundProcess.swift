@@ -20,32 +20,26 @@ public final class BackgroundProcess: @unchecked Sendable {
     public var out: String { (try? String(contentsOfFile: directory.file("stdout"), encoding: .utf8)) ?? "" }
     public var err: String { (try? String(contentsOfFile: directory.file("stderr"), encoding: .utf8)) ?? "" }
 
-    /// Waits up to `timeout` seconds until `condition` holds; returns whether it did.
+    /// Waits up to `timeout` seconds (nominal, stretched by `Patience`) until `condition`
+    /// holds; returns whether it did.
     @discardableResult
     public func wait(timeout: TimeInterval = 10, until condition: (BackgroundProcess) -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition(self) { return true }
-            usleep(20_000)
-        }
-        return condition(self)
+        Patience.waitUntil(timeout, every: 0.02) { condition(self) }
     }
 
-    /// Waits up to `timeout` seconds for the process to exit; its exit status, nil when it is
-    /// still running (it is then left running: `stop()` ends it).
+    /// Waits up to `timeout` seconds (nominal, stretched by `Patience`) for the process to
+    /// exit; its exit status, nil when it is still running (it is then left running: `stop()`
+    /// ends it).
     public func waitForExit(timeout: TimeInterval = 10) -> Int32? {
         if let status { return status }
-        let deadline = Date().addingTimeInterval(timeout)
         var raw: Int32 = 0
-        while Date() < deadline {
-            if waitpid(pid, &raw, WNOHANG) == pid {
-                status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
-                pid = 0
-                return status
-            }
-            usleep(20_000)
+        Patience.waitUntil(timeout, every: 0.02) {
+            guard waitpid(pid, &raw, WNOHANG) == pid else { return false }
+            status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            pid = 0
+            return true
         }
-        return nil
+        return status
     }
 
     /// Sends `signal` (the process keeps running until it reacts).

@@ -31,12 +31,10 @@ final class BusDaemon: @unchecked Sendable {
         pid = try spawnProcess(SessionBus.daemon, ["--config-file=" + config, "--address=" + socketAddress,
                                                    "--nofork", "--print-address"],
                                environment: testEnvironment(), stdin: "/dev/null", stdout: out, stderr: directory.file("daemon.log"))
-        let deadline = Date().addingTimeInterval(10)
         var printed = ""
-        while Date() < deadline {
+        Patience.waitUntil(10, every: 0.01) {
             printed = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
-            if printed.hasSuffix("\n") { break }
-            usleep(10_000)
+            return printed.hasSuffix("\n")
         }
         address = printed.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !address.isEmpty else {

@@ -50,11 +50,11 @@ public enum FuseMounts {
         }
     }
 
-    /// Waits up to 10 s for each of `pids` to exit (a provider mount stops its sync thread first), then sends SIGKILL to those still there.
+    /// Waits up to 10 s (nominal, stretched by `Patience`) for each of `pids` to exit (a
+    /// provider mount stops its sync thread first), then sends SIGKILL to those still there.
     public static func reap(_ pids: [pid_t]) {
-        for pid in pids {
-            for _ in 0..<100 where kill(pid, 0) == 0 { usleep(100_000) }
-            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+        for pid in pids where !Patience.waitUntil(10, { kill(pid, 0) != 0 }) {
+            kill(pid, SIGKILL)
         }
     }
 

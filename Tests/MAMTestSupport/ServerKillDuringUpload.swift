@@ -12,7 +12,8 @@ public final class ServerKillDuringUpload: @unchecked Sendable {
     private var _killedAt: (name: String, size: Int64)?
     private var stopping = false
 
-    /// Starts watching `server.davDirectory` (its top level only) for up to `timeout` seconds.
+    /// Starts watching `server.davDirectory` (its top level only) for up to `timeout` seconds
+    /// (nominal, stretched by `Patience`).
     /// - Throws: `TestSupportError` when inotify cannot be set up.
     public init(_ server: ApacheDAVServer, threshold: Int64, timeout: Double = 60) throws {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
@@ -26,7 +27,7 @@ public final class ServerKillDuringUpload: @unchecked Sendable {
         guard directoryFD >= 0 else { close(fd); throw TestSupportError("open \(directory)") }
         Thread.detachNewThread { [self] in
             defer { close(fd); close(directoryFD); done.signal() }
-            let deadline = Date().addingTimeInterval(timeout)
+            let deadline = Date().addingTimeInterval(Patience.bound(timeout))
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
             while Date() < deadline && !lock.withLock({ stopping }) {
                 var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

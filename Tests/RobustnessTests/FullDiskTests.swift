@@ -55,7 +55,7 @@ struct FullDiskTests {
         let script = Robust.root + "/Tests/RobustnessTests/Scripts/fill_writer.py"
         let journals = (0..<3).map { mount.base + "/fill-\($0)" }
         let writers = try (0..<3).map { try spawnPython(script, [mount.mountpoint, journals[$0], "\($0 + 1)"]) }
-        let deadline = Date().addingTimeInterval(90)
+        let deadline = Date().addingTimeInterval(Patience.bound(90))
         while writers.contains(where: { $0.isRunning }) && Date() < deadline { usleep(50_000) }
         let hung = writers.contains { $0.isRunning }
         killAndReap(writers)

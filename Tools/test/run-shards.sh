@@ -78,4 +78,13 @@ printf '  %s\n' "${summary[@]}"
 for i in "${!names[@]}"; do
     grep -h -E "^(✘|✔) Test run with" "$logs/${names[$i]}.log" | sed "s/^/  ${names[$i]}: /"
 done
+# The failures once more at the very end (a CI log may keep only its tail): every line a
+# failing shard marked ✘ (the issues recorded and the tests that failed), at most 40 a shard,
+# each cut to 600 characters.
+if [[ $failed -ne 0 ]]; then
+    echo "failures:"
+    for i in "${!names[@]}"; do
+        grep -h -E "^✘ (Test|Suite) " "$logs/${names[$i]}.log" | cut -c1-600 | sed -n "1,40s/^/  ${names[$i]}: /p"
+    done
+fi
 exit $failed
