@@ -25,11 +25,19 @@ demo: deps build
 # The tests mount and run the binary that ships (build-static: what `make deb`, package-check
 # and conformance use), and run as several test processes at once (Tools/test/run-shards.sh
 # says why); each shard's log is kept in build/test-logs. `swift test` runs them in one process
-# with the debug binary (or MAMFS_BIN), more slowly.
-test: deps build-static
-	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
+# with the debug binary (or MAMFS_BIN), more slowly. The two builds run at once (their own
+# scratch paths): a release build leaves a CPU idle for minutes (one optimizer per module,
+# modules one after the other), which the debug build of the tests fills; each build's output
+# is printed when it ends.
+test: deps
+	$(MAKE) --no-print-directory -j2 --output-sync=target build-static build-tests
 	MAMFS_BIN="$(abspath $(STATIC_BIN))" Tools/test/run-shards.sh \
 	  "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/mamfsPackageTests.xctest" build/test-logs
+
+# The test bundle (debug build), what `make test` runs.
+.PHONY: build-tests
+build-tests:
+	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 
 # Long robustness runs (Tests/RobustnessTests with MAMFS_SOAK=1): millions of fsdiff operations
 # (FSDIFF_SEEDS x FSDIFF_OPS per mount kind), CRASH_ROUNDS crash rounds, FUZZ_SECONDS of libFuzzer,

@@ -4,12 +4,13 @@
 # Builds Tools/fuzz (build.sh), makes a state and a seed corpus (valid encrypted and
 # plain-tagged buffers from `mamfs protect-data`, the format test vectors), fuzzes, and
 # copies any crash input to WORKDIR/crashes. Prints "fuzz: N executions, C crashes".
+# FUZZ_OPTIMIZE (-O, the default, or -Onone) is handed to build.sh.
 # Exit 0 = no crash, 1 = crash found, 2 = setup failed (e.g. libFuzzer does not link).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 mamfs="$1"; seconds="$2"; work="${3:-/tmp/mamfs-fuzz}"
 mkdir -p "$work/corpus" "$work/crashes"
-bin="$work/fuzz-format"
+bin="$work/fuzz-format${FUZZ_OPTIMIZE:--O}"
 if [ ! -x "$bin" ] || [ -n "$(find "$root/Sources/MAMProtection" "$root/Sources/MAMSystem" "$root/Tools/fuzz" -newer "$bin" -name '*.swift' -print -quit)" ]; then
   "$root/Tools/fuzz/build.sh" "$bin" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 2; }
 fi
