@@ -82,7 +82,7 @@ struct SystemdUnitTests {
         daemon.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
         try daemon.run()
         var st = stat()
-        for _ in 0..<100 where !(FuseMounts.isMounted(mountpoint) && stat(mountpoint, &st) == 0) { usleep(100_000) }
+        Patience.waitUntil(10) { FuseMounts.isMounted(mountpoint) && stat(mountpoint, &st) == 0 }
         return daemon
     }
 
@@ -148,7 +148,7 @@ struct SystemdUnitTests {
         let stop = Self.commandLine(try #require(service["ExecStop"]), variables: variables, home: home, instance: "work")
         let stopped = try runProcess(stop[0], Array(stop.dropFirst()), environment: environment)
         #expect(stopped.status == 0, "ExecStop: \(stopped.err)")
-        for _ in 0..<100 where daemon.isRunning { usleep(100_000) }
+        Patience.waitUntil(10) { !daemon.isRunning }
         #expect(!daemon.isRunning, "the unit's main process exits after ExecStop")
         if !daemon.isRunning { #expect(daemon.terminationStatus == 0) }
         #expect(!FuseMounts.isMounted(mountpoint))

@@ -173,7 +173,7 @@ struct ToolScriptTests {
         #expect(damaged.err.contains("cannot read \(mountpoint)/data: ") && damaged.err.contains("Input/output error"), "\(damaged.err)")
 
         kill(pid, SIGKILL)
-        for _ in 0..<50 where kill(pid, 0) == 0 { usleep(100_000) }
+        Patience.waitUntil(5) { kill(pid, 0) != 0 }
         let dead = try check()
         #expect(dead.status == 1)
         #expect(dead.err == "the daemon (pid \(pid)) of \(mountpoint) is gone\n")

@@ -102,9 +102,11 @@ public final class ApacheDAVServer: @unchecked Sendable {
         Glibc.kill(-pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
-        // The workers are gone too before this returns (at most 10 s): one still holding the
-        // listening socket would answer a restart's first connection, or keep its port.
-        for _ in 0..<1000 where ApacheDAVServer.hasLiveMember(group: pid) { usleep(10_000) }
+        // The workers are gone too before this returns (at most 10 s, nominal, stretched by
+        // `Patience`): one still holding the listening socket would answer a restart's first
+        // connection, or keep its port.
+        let group = pid
+        Patience.waitUntil(10, every: 0.01) { !ApacheDAVServer.hasLiveMember(group: group) }
         pid = 0
     }
 
@@ -212,16 +214,17 @@ public final class ApacheDAVServer: @unchecked Sendable {
                                stdin: "/dev/null", stdout: root.file("stdout.log"), stderr: root.file("stdout.log"), truncate: false)
     }
 
-    /// True once a TCP connection to the port succeeds (at most 15 s), false when the server
-    /// exited first.
+    /// True once a TCP connection to the port succeeds (at most 15 s, nominal, stretched by
+    /// `Patience`), false when the server exited first.
     private func waitUntilAnswering(_ port: UInt16) -> Bool {
-        for _ in 0..<150 {
+        var answering = false
+        Patience.waitUntil(15) {
             var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { pid = 0; return false }
-            if ApacheDAVServer.connects(port) { return true }
-            usleep(100_000)
+            if waitpid(pid, &status, WNOHANG) == pid { pid = 0; return true }
+            answering = ApacheDAVServer.connects(port)
+            return answering
         }
-        return false
+        return answering
     }
 
     static func connects(_ port: UInt16) -> Bool {
