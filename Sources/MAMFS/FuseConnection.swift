@@ -8,9 +8,10 @@ import MAMSystem
 ///
 /// Found from /proc, without touching the mount itself, so a hung daemon cannot block the
 /// lookup. The kernel frees a connection's number when its mount goes and hands it to the next
-/// mount at once, so a daemon of an earlier mount that still holds its descriptor while it exits
-/// is counted with the new mount's (fdinfo tells the two apart no further). Processes whose descriptors this one may not read (other users', for a non-root
-/// caller) are not seen; neither is any daemon on a kernel whose fdinfo lacks the line.
+/// mount at once, so a daemon of an earlier mount that still holds its descriptor while it
+/// exits is counted with the new mount's (fdinfo tells the two apart no further). Processes
+/// whose descriptors this one may not read (other users', for a non-root caller) are not seen;
+/// neither is any daemon on a kernel whose fdinfo lacks the line.
 enum FuseConnection {
     /// The path every FUSE daemon's device descriptor reads back as.
     static let devicePath = "/dev/fuse"
