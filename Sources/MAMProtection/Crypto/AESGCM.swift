@@ -137,13 +137,17 @@ public final class AESGCM {
         guard sealed.count >= overhead else { return nil }
         let length = sealed.count - overhead
         let out = SecretBuffer(count: length)
+        // An empty secret has no buffer: OpenSSL still wants a pointer, valid for the whole
+        // call (it writes nothing there).
         var scratch: UInt8 = 0
         let ok = try sealed.withUnsafeBytes { s in
             try aad.withUnsafeBytes { a in
-                try open(nonce: UnsafeRawBufferPointer(rebasing: s[0..<AESGCM.nonceSize]), aad: a,
-                         ciphertext: UnsafeRawBufferPointer(rebasing: s[AESGCM.nonceSize..<(AESGCM.nonceSize + length)]),
-                         tag: UnsafeRawBufferPointer(rebasing: s[(AESGCM.nonceSize + length)...]),
-                         plaintext: out.bytes.baseAddress ?? UnsafeMutableRawPointer(&scratch))
+                try withUnsafeMutableBytes(of: &scratch) { fallback in
+                    try open(nonce: UnsafeRawBufferPointer(rebasing: s[0..<AESGCM.nonceSize]), aad: a,
+                             ciphertext: UnsafeRawBufferPointer(rebasing: s[AESGCM.nonceSize..<(AESGCM.nonceSize + length)]),
+                             tag: UnsafeRawBufferPointer(rebasing: s[(AESGCM.nonceSize + length)...]),
+                             plaintext: out.bytes.baseAddress ?? fallback.baseAddress!)
+                }
             }
         }
         return ok ? out : nil

@@ -26,11 +26,14 @@ public struct ScryptParameters: Equatable, Sendable, Codable {
     /// derived straight into the buffer the returned key keeps.
     func deriveKey(passphraseBytes pass: UnsafeRawBufferPointer) throws -> SymmetricKey {
         let out = SecretBuffer(count: SymmetricKey.byteCount)
+        // An empty passphrase has no buffer: OpenSSL wants a pointer, valid for the whole call.
         var empty: CChar = 0
         let ok = salt.withUnsafeBufferPointer { s in
-            EVP_PBE_scrypt(pass.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(&empty), pass.count,
-                           s.baseAddress, s.count, n, r, p, 1 << 30,
-                           out.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
+            withUnsafePointer(to: &empty) { fallback in
+                EVP_PBE_scrypt(pass.baseAddress?.assumingMemoryBound(to: CChar.self) ?? fallback, pass.count,
+                               s.baseAddress, s.count, n, r, p, 1 << 30,
+                               out.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
+            }
         }
         guard ok == 1 else { throw MAMError.internalError("scrypt key derivation failed") }
         return try SymmetricKey(adopting: out)
