@@ -44,12 +44,7 @@ struct DaemonRobustnessTests {
             #expect(r.status == 0, "\(r.err)")
             #expect(r.out == "same\n")
             // FORGETs for removed nodes arrive asynchronously.
-            var count = -1
-            Patience.waitUntil(10) {
-                count = m.daemonDescriptorCount() ?? -1
-                return count == baseline
-            }
-            #expect(count == baseline)
+            #expect(m.waitForDescriptorCount { $0 == baseline } == baseline)
         }
     }
 

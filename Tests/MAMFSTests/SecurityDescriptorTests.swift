@@ -78,17 +78,6 @@ struct SecurityDescriptorTests {
 
     """#
 
-    /// Waits (up to 10 s, nominal, stretched by `Patience`) until `condition` holds for the
-    /// daemon's descriptor count; returns the last count.
-    private func waitForDescriptors(_ m: MountedFixture, _ condition: (Int) -> Bool) -> Int {
-        var count = -1
-        Patience.waitUntil(10) {
-            count = m.daemonDescriptorCount() ?? -1
-            return condition(count)
-        }
-        return count
-    }
-
     @Test("ls -l of a 100,000-file tree and 1,100 creates, symlinks, FIFOs and links each succeed at RLIMIT_NOFILE 1024",
           .enabled(if: !MountedFixture.useInProcess, "starts the daemon under prlimit"))
     func cachedNodesNeverExhaustDescriptors() throws {

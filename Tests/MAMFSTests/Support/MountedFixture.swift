@@ -134,6 +134,17 @@ final class MountedFixture: @unchecked Sendable {
         return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"))?.count
     }
 
+    /// Waits (up to 10 s, nominal, stretched by `Patience`) until `condition` holds for the
+    /// daemon's descriptor count; returns the last count (-1: no daemon or no /proc entry).
+    func waitForDescriptorCount(_ condition: (Int) -> Bool) -> Int {
+        var count = -1
+        Patience.waitUntil(10) {
+            count = daemonDescriptorCount() ?? -1
+            return condition(count)
+        }
+        return count
+    }
+
     /// PIDs of daemons serving this mountpoint.
     private var daemonPIDs: [pid_t] { FuseMounts.daemonPIDs(serving: mountpoint) }
 
