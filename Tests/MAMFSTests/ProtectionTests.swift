@@ -62,6 +62,43 @@ struct ProtectionTests {
         }
     }
 
+    @Test("A daemon run by a user reads the tag above a directory it may not read: new files below still get the tagged owner",
+          .enabled(if: !MountedFixture.useInProcess && geteuid() == 0, "mounts as user nobody"))
+    func tagAboveUnreadableDirectory() throws {
+        try withMount(.unmanaged) { m in
+            // /dev/fuse is often 0600 in containers; it is opened to others for the mount and put back.
+            var fuseDevice = stat()
+            #expect(stat("/dev/fuse", &fuseDevice) == 0)
+            #expect(chmod("/dev/fuse", 0o666) == 0)
+            defer { chmod("/dev/fuse", fuseDevice.st_mode & 0o7777) }
+            // p is tagged personal, p/work managed; p/work/shut has no read permission for its
+            // owner, the daemon's user.
+            let r = try m.sh("""
+            D=$(mktemp -d /tmp/mamfs-nobody-XXXXXX) && chmod 755 "$D" && chown 65534:65534 "$D" && cat > "$D/t.sh" <<'SCRIPT'
+            D=$1; M=$2; A=$3
+            mkdir -p "$D/b" "$D/m" && "$M" init --state "$D/st" >/dev/null && \
+            printf '{"fileEncryptionRequired": true}' > "$D/p.json" && \
+            "$M" enroll "$A" --upn walk@contoso.com --policy "$D/p.json" --state "$D/st" >/dev/null && \
+            "$M" mount "$D/b" "$D/m" --state "$D/st" || exit 1
+            cd "$D/m" || exit 1
+            mkdir -p p/work/shut/open && setfattr -n user.mam.owner -v '' p && setfattr -n user.mam.owner -v "$A" p/work && \
+            chmod 0311 p/work/shut && echo secret > p/work/shut/open/f && cat p/work/shut/open/f && \
+            getfattr --only-values -n user.mam.owner p/work/shut/open/f && echo && \
+            echo mine > p/mine && getfattr --only-values -n user.mam.owner p/mine && echo "|"
+            rc=$?
+            cd / && fusermount3 -u "$D/m"
+            exit $rc
+            SCRIPT
+            chmod 755 "$D/t.sh" && setpriv --reuid=65534 --regid=65534 --clear-groups bash "$D/t.sh" "$D" "$MAMFS" "$ACCT"; rc=$?
+            mountpoint -q "$D/m" && { fusermount3 -u "$D/m" || fusermount3 -uz "$D/m"; }
+            python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); print("plaintext-on-disk" if b"secret" in d else "ciphertext-on-disk")' "$D/b/p/work/shut/open/f"
+            rm -rf "$D"; exit $rc
+            """)
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out == "secret\n\(MountedFixture.account)\n|\nciphertext-on-disk\n", "\(r.err)")
+        }
+    }
+
     @Test("Untagged backing files pass through unchanged until truncated")
     func untaggedPassThrough() throws {
         try withMount(.managed) { m in

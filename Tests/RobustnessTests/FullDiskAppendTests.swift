@@ -13,8 +13,10 @@ import MAMTestSupport
 struct FullDiskAppendTests {
     static let owner = "8c7f3e1a-0000-4000-8000-000000000001"
 
-    /// An encrypted file on a 1 MiB tmpfs that is then filled up; the body gets `setUp`.
-    private func withFullDisk(sparse: Bool = false, _ setUp: (ProtectedFileContent) throws -> Void,
+    /// An encrypted (or, with `plain`, plain-tagged) file on a 1 MiB tmpfs that is then filled
+    /// up, all but `free` bytes; the body gets `setUp`.
+    private func withFullDisk(sparse: Bool = false, plain: Bool = false, free: Int = 0,
+                              _ setUp: (ProtectedFileContent) throws -> Void,
                               _ check: (ProtectedFileContent, String) throws -> Void) throws {
         let disk = try SmallTmpfs(size: "1m")
         defer { disk.close() }
@@ -22,19 +24,34 @@ struct FullDiskAppendTests {
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         try #require(fd >= 0)
         defer { close(fd) }
-        let key = try SymmetricKey.random()
-        let header = try ProtectedFileHeader(owner: Self.owner, keyId: 1, fileId: (0..<16).map { _ in UInt8.random(in: 0...255) },
-                                             fileKey: key, accountKey: try SymmetricKey.random(), sparse: sparse)
-        let content = try ProtectedFileContent(fd: fd, header: header, fileKey: key)
+        let content: ProtectedFileContent
+        if plain {
+            content = try ProtectedFileContent(fd: fd, header: try ProtectedFileHeader(plainOwner: Self.owner), fileKey: nil)
+        } else {
+            let key = try SymmetricKey.random()
+            let header = try ProtectedFileHeader(owner: Self.owner, keyId: 1, fileId: (0..<16).map { _ in UInt8.random(in: 0...255) },
+                                                 fileKey: key, accountKey: try SymmetricKey.random(), sparse: sparse)
+            content = try ProtectedFileContent(fd: fd, header: header, fileKey: key)
+        }
         try setUp(content)
-        // Fill the rest of the disk.
+        // Fill the rest of the disk, then give back `free` bytes.
         let filler = open(disk.path + "/filler", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         try #require(filler >= 0)
         let chunk = [UInt8](repeating: 0x5a, count: 4096)
         while chunk.withUnsafeBytes({ Glibc.write(filler, $0.baseAddress, $0.count) }) > 0 {}
         #expect(errno == ENOSPC)
+        if free > 0 {
+            let filled = lseek(filler, 0, SEEK_END)
+            try #require(ftruncate(filler, filled - off_t(free)) == 0)
+        }
         close(filler)
         try check(content, path)
+    }
+
+    /// Free blocks of the filesystem holding `path`.
+    private func freeBlocks(_ path: String) -> UInt {
+        var fs = statvfs()
+        return statvfs(path, &fs) == 0 ? UInt(fs.f_bfree) : 0
     }
 
     private func bytes(_ content: ProtectedFileContent) throws -> [UInt8] {
@@ -98,6 +115,41 @@ struct FullDiskAppendTests {
                 #expect(storedSize(path) == storedBefore)
                 #expect(try bytes(content) == before)
             }
+        }
+    }
+
+    /// An append reserves nothing first when it overwrites no stored byte (the first write of
+    /// a file, an append after a whole last block) or only the old last partial block (whose
+    /// new bytes past the end are written before it is overwritten). On a disk with room for
+    /// part of it, the part written is taken back: ENOSPC, the same bytes, the same stored
+    /// size, and no block of the filesystem kept.
+    @Test("a write past the stored end that fails part-way is undone: ENOSPC, the same bytes, the same size, no block kept",
+          arguments: [(plain: false, length: 0), (plain: false, length: 4096), (plain: false, length: 8192),
+                      (plain: false, length: 5000), (plain: false, length: 100),
+                      (plain: true, length: 0), (plain: true, length: 4096), (plain: true, length: 5000)])
+    func appendPastTheEndFailsWhole(plain: Bool, length: Int) throws {
+        let first = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        try withFullDisk(plain: plain, free: 64 * 1024, { content in
+            // A file as mamfs creates one: its header written, no data yet.
+            if first.isEmpty { try content.writeHeaderIfMissing() } else { try write(content, first, at: 0) }
+        }) { content, path in
+            let storedBefore = storedSize(path)
+            let freeBefore = freeBlocks(path)
+            // 640 KiB: more than the free 64 KiB, and more than one chunk of sealed blocks.
+            let big = (0..<(640 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            do {
+                try write(content, big, at: Int64(first.count))
+                Issue.record("a write of 640 KiB succeeded with 64 KiB free")
+            } catch MAMError.system(_, let code) {
+                #expect(code == ENOSPC)
+            }
+            #expect(storedSize(path) == storedBefore)
+            #expect(freeBlocks(path) == freeBefore)
+            #expect(try bytes(content) == first)
+            // The file still takes a write that fits.
+            let small = [UInt8](repeating: 6, count: 5000)
+            try write(content, small, at: Int64(first.count))
+            #expect(try bytes(content) == first + small)
         }
     }
 }

@@ -41,7 +41,10 @@ extension OverlayFilesystem {
     /// directory up to the backing root, else the mount's account.
     ///
     /// Walks by descriptors (the directory's own O_PATH descriptor, then "..") rather than by
-    /// path: no readlink and no path walk per level, on the create path of every file.
+    /// path: no readlink and no path walk per level, on the create path of every file. The
+    /// levels above are opened for reading where the daemon may read them, so their tags are
+    /// read from the descriptor (fgetxattr) instead of through a /proc/self/fd path, whose
+    /// lookup is most of the walk's cost.
     /// - Throws: `Errno` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
     ///   walk never falls back to the mount's account because a tagged level was out of reach.
     func inheritedOwner(of directory: Inode) throws -> String {
@@ -60,18 +63,33 @@ extension OverlayFilesystem {
         var st = try SystemCall.stat(fd: directoryFD)
         if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: directoryFD)) { return owner }
         guard BackingKey(st) != rootKey else { return options.account }
-        var current = try FileDescriptor.openPath(in: directoryFD, "..", flags: O_DIRECTORY)
+        var readable = false
+        var current = try openParent(of: directoryFD, readable: &readable)
         while true {
             let parentStat = try current.stat()
             // The filesystem root ends the walk (a directory moved out of the backing tree
             // behind the mount's back); so does the backing root.
             guard BackingKey(parentStat) != BackingKey(st) else { break }
             st = parentStat
-            if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: current.rawValue)) { return owner }
+            let tag = readable ? DirectoryOwner.read(fd: current.rawValue)
+                               : DirectoryOwner.read(path: ProcessDescriptorPath.path(of: current.rawValue))
+            if let tag { return tag }
             if BackingKey(st) == rootKey { break }
-            current = try FileDescriptor.openPath(in: current.rawValue, "..", flags: O_DIRECTORY)
+            current = try openParent(of: current.rawValue, readable: &readable)
         }
         return options.account
+    }
+
+    /// The directory above the one open as `fd`: open for reading (`readable` set) when the
+    /// daemon may read it, else an O_PATH descriptor (a directory without read permission
+    /// for the daemon's user still has its tag read, through its /proc/self/fd path).
+    /// - Throws: `Errno` from the O_PATH open (ENOENT, ESTALE, EMFILE).
+    private func openParent(of fd: Int32, readable: inout Bool) throws -> FileDescriptor {
+        let parent = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        readable = parent >= 0
+        if parent >= 0 { return FileDescriptor(adopting: parent) }
+        guard errno == EACCES || errno == EPERM else { throw Errno.current }
+        return try FileDescriptor.openPath(in: fd, "..", flags: O_DIRECTORY)
     }
 
     /// The backing path of `name` in the directory `dir`.

@@ -259,13 +259,16 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let storedSize = try writeHeaderIfMissing(storedSize: Int64(backing.st_size))
         guard bytes.count > 0 else { return }
         guard shape.isEncrypted else {
-            // A write that fails part-way (ENOSPC) must not leave its first bytes behind:
-            // reserve the new range first, and on failure cut the file back to its old size.
-            // A gap before the write stays a hole, as on the backing filesystem.
+            // A write that fails part-way (ENOSPC) must not leave its first bytes behind: on
+            // failure the file is cut back to its old size, and a write that also overwrites
+            // bytes the file has reserves its new range first (so it fails before changing
+            // any). A gap before the write stays a hole, as on the backing filesystem.
             let oldSize = storedSize
             let end = dataOffset + plainEnd
             let reserveFrom = max(oldSize, dataOffset + offset)
-            if end > reserveFrom { try reserveSpace(offset: reserveFrom, length: end - reserveFrom, sizeBefore: oldSize) }
+            if end > reserveFrom, dataOffset + offset < oldSize {
+                try reserveSpace(offset: reserveFrom, length: end - reserveFrom, sizeBefore: oldSize)
+            }
             do {
                 try FileIO.pwriteFully(fd, bytes, at: dataOffset + offset)
             } catch {
@@ -336,8 +339,11 @@ public final class ProtectedFileContent: @unchecked Sendable {
     ///
     /// Hot path of every encrypted write (FUSE writes, the CLI's 1 MiB chunks): a block the
     /// source covers whole is sealed straight from the caller's buffer; only partial blocks go
-    /// through a staging block (old plaintext merged, the rest zeroed). The stored range of the
-    /// whole call is reserved once, before any ciphertext is written.
+    /// through a staging block (old plaintext merged, the rest zeroed). A call that rewrites
+    /// stored bytes (a block inside the file, the old last partial block) reserves the new
+    /// part of its stored range once, before any ciphertext is written, so a full disk fails it
+    /// before it changes a byte; a call that only adds blocks past the stored end reserves
+    /// nothing and, when it fails part-way, cuts the file back to its old end.
     ///
     /// The caller has checked `offset` + the source's count against `maximumPlaintextSize`, so
     /// every stored offset below fits in off_t. `size`: the current plaintext size when the
@@ -367,12 +373,45 @@ public final class ProtectedFileContent: @unchecked Sendable {
         let storedEnd = storedSize(plaintextSize: size)
         let reserveFrom = max(rangeStart, storedEnd)
         let reserveEnd = rangeStart + rangeLength
-        if let blockSize, reserveFrom == storedEnd, tailBlockHolds(storedEnd: storedEnd, end: reserveEnd, blockSize: blockSize) {
+        // The backing size to cut back to when the write fails before it overwrote a stored byte.
+        var appendedOnto: Int64?
+        // Where the stored bytes past the old end begin, when they are written before the rest.
+        var newBytesFirst: Int64?
+        if rangeStart >= storedEnd {
+            // Nothing stored is overwritten (the first write of a new file, an append after a
+            // whole last block): no reservation, a failure part-way is undone by cutting the
+            // file back to its old end (as the filesystem itself reports a short write).
+            appendedOnto = blockSize == nil ? try FileIO.size(fd) : storedEnd
+        } else if let blockSize, reserveFrom == storedEnd, tailBlockHolds(storedEnd: storedEnd, end: reserveEnd, blockSize: blockSize) {
             // Nothing new to allocate: the new bytes land in a block the file has already.
+        } else if reserveEnd > storedEnd, storedEnd - rangeStart < Int64(BlockLayout.storedBlockSize), !shape.isSparse {
+            // An append that rewrites only the old last partial block (stored without holes,
+            // so its bytes are allocated): the bytes past the old end are written first, and
+            // only once they are all there is the old block overwritten. A full disk fails the
+            // first part, which cutting the file back undoes; no reservation is needed.
+            appendedOnto = blockSize == nil ? try FileIO.size(fd) : storedEnd
+            newBytesFirst = storedEnd
         } else {
             try reserveSpace(offset: reserveFrom, length: reserveEnd - reserveFrom, sizeBefore: blockSize == nil ? nil : storedEnd)
         }
+        do {
+            try sealAndWrite(fileId: fileId, fileKey: fileKey, offset: offset, source: source, size: size, newSize: newSize,
+                             firstBlock: firstBlock, lastTouched: lastTouched, newBytesFirst: newBytesFirst)
+        } catch {
+            if let appendedOnto { releaseSpace(pastStoredSize: appendedOnto) }
+            throw error
+        }
+    }
 
+    /// The block loop of `writeEncrypted`: seals blocks `firstBlock...lastTouched` of the file
+    /// growing from `size` to `newSize` plaintext bytes, merged with `source` at `offset`,
+    /// and writes them a chunk at a time. A chunk that spans backing offset `newBytesFirst`
+    /// is written in two parts, the bytes from that offset on first.
+    private func sealAndWrite(fileId: [UInt8], fileKey: SymmetricKey, offset: Int64, source: UnsafeRawBufferPointer?,
+                              size: Int64, newSize: Int64, firstBlock: Int64, lastTouched: Int64,
+                              newBytesFirst: Int64?) throws {
+        let bs = Int64(BlockLayout.plaintextBlockSize)
+        let end = offset + Int64(source?.count ?? 0)
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
         defer { BlockCipher.keep(cipher, with: fileKey) }
         // Partial blocks are merged in the cipher's staging block (wiped by `keep`).
@@ -419,7 +458,13 @@ public final class ProtectedFileContent: @unchecked Sendable {
                     b += 1
                 }
                 let storedOffset = dataOffset + block * Int64(BlockLayout.storedBlockSize)
-                try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<storedLength]), at: storedOffset)
+                if let split = newBytesFirst, split > storedOffset, split < storedOffset + Int64(storedLength) {
+                    let head = Int(split - storedOffset)
+                    try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[head..<storedLength]), at: split)
+                    try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<head]), at: storedOffset)
+                } else {
+                    try FileIO.pwriteFully(fd, UnsafeRawBufferPointer(rebasing: stored[0..<storedLength]), at: storedOffset)
+                }
                 block = chunkEnd + 1
             }
         }
