@@ -164,6 +164,12 @@ static inline int mamfs_peer_credentials(int fd, struct mamfs_peer_credentials *
     return getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, out, &length);
 }
 
+/* fchmodat2(2) (Linux 6.6+) with AT_EMPTY_PATH: the mode of what `fd` (also an O_PATH
+   descriptor) refers to, itself (a symlink is not followed). -1 with errno (ENOSYS before 6.6). */
+static inline int mamfs_fchmodat2_empty(int fd, unsigned int mode) {
+    return (int)syscall(452 /* SYS_fchmodat2 */, fd, "", mode, 0x1000 /* AT_EMPTY_PATH */);
+}
+
 /* getxattrat(2) (Linux 6.13+) of attribute `attribute` of `name` in `dirfd`, without following
    a final symlink: the value's length, or -1 with errno (ENOSYS before 6.13, ENODATA, ERANGE). */
 struct mamfs_xattr_args { unsigned long long value; unsigned int size; unsigned int flags; };

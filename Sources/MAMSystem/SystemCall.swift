@@ -51,6 +51,35 @@ public enum SystemCall {
         return st
     }
 
+    /// chmod of what `fd` (also an O_PATH descriptor) refers to, never of a symlink's target:
+    /// fchmodat2 with AT_EMPTY_PATH, without a path lookup; on a kernel before 6.6 (ENOSYS,
+    /// EINVAL) through the descriptor's /proc/self/fd path instead.
+    /// - Throws: the call's `Errno` (EPERM, EROFS, EOPNOTSUPP for a symlink).
+    public static func chmod(fd: Int32, mode: mode_t) throws(Errno) {
+        if mamfs_fchmodat2_empty(fd, UInt32(mode)) == 0 { return }
+        guard errno == ENOSYS || errno == EINVAL else { throw Errno.current }
+        var st = Glibc.stat()
+        guard fstatat(fd, "", &st, SystemConstants.emptyPath) == 0 else { throw Errno.current }
+        // Through /proc a symlink's target would be changed; the call says no as fchmodat2 does.
+        guard st.st_mode & S_IFMT != S_IFLNK else { throw Errno(rawValue: EOPNOTSUPP) }
+        guard Glibc.chmod(ProcessDescriptorPath.path(of: fd), mode) == 0 else { throw Errno.current }
+    }
+
+    /// utimensat of what `fd` (also an O_PATH descriptor) refers to, itself (a symlink's own
+    /// times): `times` are access and modification time (UTIME_NOW, UTIME_OMIT as utimensat
+    /// takes them), set with AT_EMPTY_PATH, without a path lookup; where the kernel refuses
+    /// that (EINVAL, ENOENT), through the descriptor's /proc/self/fd path (not for a symlink).
+    /// - Throws: the call's `Errno` (EPERM, EACCES, EROFS).
+    public static func setTimes(fd: Int32, _ times: (timespec, timespec)) throws(Errno) {
+        var both = [times.0, times.1]
+        if utimensat(fd, "", &both, SystemConstants.emptyPath) == 0 { return }
+        guard errno == EINVAL || errno == ENOENT else { throw Errno.current }
+        let failure = Errno.current
+        var st = Glibc.stat()
+        guard fstatat(fd, "", &st, SystemConstants.emptyPath) == 0, st.st_mode & S_IFMT != S_IFLNK else { throw failure }
+        guard utimensat(AT_FDCWD, ProcessDescriptorPath.path(of: fd), &both, 0) == 0 else { throw Errno.current }
+    }
+
     /// Attributes of `name` in the directory `directory` (AT_FDCWD for the working directory);
     /// a final symlink is not followed unless `followSymlink`.
     public static func stat(in directory: Int32, _ name: UnsafePointer<CChar>, followSymlink: Bool = false) throws(Errno) -> stat {

@@ -48,4 +48,18 @@ struct BenchReportTests {
         #expect(result.status == 0, "\(result.err)")
         #expect(result.out == "2 True True True\n")
     }
+
+    @Test("run.py with a --workdir that is not a directory exits 1 with one line naming it, before it makes anything")
+    func missingWorkdir() throws {
+        let directory = try TempDirectory(prefix: "mamfs-bench-workdir")
+        let out = directory.file("out")
+        for workdir in [directory.file("missing"), "/etc/hostname"] {
+            let result = try runProcess("/usr/bin/env", ["python3", InstalledTree.repository + "/Tools/bench/run.py", "--mamfs", "/bin/true",
+                                                         "--only", "mamfs-enc", "--workloads", "seq", "--workdir", workdir, "--out", out],
+                                        environment: testEnvironment())
+            #expect(result.status == 1)
+            #expect(result.err == "--workdir \(workdir): not a directory\n", "\(result.err)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
 }

@@ -484,6 +484,8 @@ def main():
     if not 1 <= args.busy_poll <= 1000:
         sys.exit("--busy-poll: expected microseconds from 1 to 1000")
     cfg["busy_poll_us"] = args.busy_poll
+    if not os.path.isdir(args.workdir):
+        sys.exit(f"--workdir {args.workdir}: not a directory")
     known = MOUNTS + (list(BASELINE_MOUNTS) if args.baseline else [])
     mounts = args.only.split(",") if args.only else known
     unknown = set(mounts) - set(known)

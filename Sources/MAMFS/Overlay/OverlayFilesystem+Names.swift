@@ -91,8 +91,14 @@ extension OverlayFilesystem {
             guard fchownat(inode.fd, "", uid, gid, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
         }
         if let mode = changes.mode {
-            let rc = handle.map { fchmod($0.fd, mode & 0o7777) } ?? chmod(inode.procPath, mode & 0o7777)
-            guard rc == 0 else { throw FilesystemError.current() }
+            if let handle {
+                guard fchmod(handle.fd, mode & 0o7777) == 0 else { throw FilesystemError.current() }
+            } else {
+                let fd = try inode.descriptor()
+                do { try SystemCall.chmod(fd: fd, mode: mode & 0o7777) } catch {
+                    throw FilesystemError(code: error.rawValue)
+                }
+            }
         }
         if case .omit = changes.accessTime, case .omit = changes.modificationTime { return }
         // A side the caller did not set stays as it is (UTIME_OMIT): tar sets only mtime.
@@ -110,7 +116,11 @@ extension OverlayFilesystem {
         } else if inode.isSymlink {
             rc = utimensat(AT_FDCWD, try backingPath(inode), &times, AT_SYMLINK_NOFOLLOW)
         } else {
-            rc = utimensat(AT_FDCWD, inode.procPath, &times, 0)
+            let fd = try inode.descriptor()
+            do { try SystemCall.setTimes(fd: fd, (times[0], times[1])) } catch {
+                throw FilesystemError(code: error.rawValue)
+            }
+            return
         }
         guard rc == 0 else { throw FilesystemError.current() }
     }

@@ -339,11 +339,13 @@ public final class ProtectedFileContent: @unchecked Sendable {
     ///
     /// Hot path of every encrypted write (FUSE writes, the CLI's 1 MiB chunks): a block the
     /// source covers whole is sealed straight from the caller's buffer; only partial blocks go
-    /// through a staging block (old plaintext merged, the rest zeroed). A call that rewrites
-    /// stored bytes (a block inside the file, the old last partial block) reserves the new
-    /// part of its stored range once, before any ciphertext is written, so a full disk fails it
-    /// before it changes a byte; a call that only adds blocks past the stored end reserves
-    /// nothing and, when it fails part-way, cuts the file back to its old end.
+    /// through a staging block (old plaintext merged, the rest zeroed). A full disk fails a call
+    /// before it changed a stored byte: one that only adds blocks past the stored end, or
+    /// rewrites only the old last partial block of a file without holes (its bytes past the
+    /// end written first), reserves nothing and, when it fails part-way, cuts the file back to
+    /// its old end; one whose new bytes fit in the filesystem block holding the file's last
+    /// byte needs nothing; any other that extends the file reserves the new part of its stored
+    /// range once, before any ciphertext is written.
     ///
     /// The caller has checked `offset` + the source's count against `maximumPlaintextSize`, so
     /// every stored offset below fits in off_t. `size`: the current plaintext size when the
