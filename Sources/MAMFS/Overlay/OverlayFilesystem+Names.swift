@@ -110,19 +110,16 @@ extension OverlayFilesystem {
             }
         }
         var times = [time(changes.accessTime), time(changes.modificationTime)]
-        let rc: Int32
         if let handle {
-            rc = futimens(handle.fd, &times)
+            guard futimens(handle.fd, &times) == 0 else { throw FilesystemError.current() }
         } else if inode.isSymlink {
-            rc = utimensat(AT_FDCWD, try backingPath(inode), &times, AT_SYMLINK_NOFOLLOW)
+            guard utimensat(AT_FDCWD, try backingPath(inode), &times, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
         } else {
             let fd = try inode.descriptor()
             do { try SystemCall.setTimes(fd: fd, (times[0], times[1])) } catch {
                 throw FilesystemError(code: error.rawValue)
             }
-            return
         }
-        guard rc == 0 else { throw FilesystemError.current() }
     }
 
     /// Sets the plaintext size under the exclusive content lock (re-encrypting the new last block).
