@@ -2,6 +2,7 @@ import CSystem
 import Foundation
 import Glibc
 import MAMProtection
+import MAMSystem
 import Synchronization
 
 /// The mount daemon's end of `mamfs lock|unlock MOUNTPOINT`: an abstract unix socket named

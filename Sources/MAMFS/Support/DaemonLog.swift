@@ -1,5 +1,6 @@
 import CFuse
 import MAMProtection
+import MAMSystem
 import Synchronization
 
 /// The mount daemon's diagnostic lines ("mamfs: ..." on stderr, or in the mount's `-o log=FILE`)

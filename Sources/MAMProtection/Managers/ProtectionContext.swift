@@ -1,4 +1,6 @@
 import Foundation
+import MAMSystem
+import Synchronization
 
 /// An opened state directory: the master key, account keys, accounts and their policies.
 ///
@@ -16,6 +18,16 @@ public final class ProtectionContext: @unchecked Sendable {
     /// Built once per reload (asked on every file created through a mount).
     private var evaluator = PolicyEvaluator(policies: [:])
     private var lastDataVersion: Int64 = -1
+    /// The state's commit marker when a check last found this context current, and when
+    /// (`MonotonicClock` seconds): `refreshIfChanged` trusts an unmoved marker for
+    /// `markerTrustSeconds` before it asks the database again.
+    private var checkedMarker: SQLiteCommitMarker?
+    private var checkedAt = 0.0
+    /// How long an unmoved commit marker stands for the database: a bound on what a case the
+    /// marker cannot see (a state file replaced under the running process) may go unnoticed.
+    static let markerTrustSeconds = 1.0
+    /// How many times `refreshIfChanged` asked the database (for tests of the marker).
+    let databaseChecks = Atomic<Int>(0)
     private var audit: AuditLog?
     /// Guards the compliance members below (ProtectionContext+Compliance).
     let complianceLock = NSLock()
@@ -103,18 +115,35 @@ public final class ProtectionContext: @unchecked Sendable {
         withLock { complianceResults = results }
     }
 
-    /// Re-reads accounts, policies and keys when another process changed the state (cheap:
-    /// one `PRAGMA data_version`).
+    /// Re-reads accounts, policies and keys when another process changed the state. Cheap:
+    /// while the state's commit marker (`StateStore.commitMarker`, one pread of the wal-index
+    /// header) is the one a check last found current, and for at most `markerTrustSeconds`,
+    /// nothing else; otherwise one `PRAGMA data_version`, and the reload when it moved.
     /// - Returns: true when something changed.
     @discardableResult
     public func refreshIfChanged() -> Bool {
+        // Read before the database is asked: a commit after it moves the marker again.
+        let marker = state.commitMarker()
+        let now = MonotonicClock.seconds()
+        if let marker {
+            lock.lock()
+            let current = checkedMarker == marker && now - checkedAt < Self.markerTrustSeconds
+            lock.unlock()
+            if current { return false }
+        }
+        databaseChecks.add(1, ordering: .relaxed)
         guard let version = try? state.dataVersion() else { return false }
         lock.lock()
         let changed = version != lastDataVersion
+        if !changed { (checkedMarker, checkedAt) = (marker, now) }
         lock.unlock()
         guard changed else { return false }
         keys.invalidate()
-        try? reload()
+        // Until a reload succeeds, every call asks the database again.
+        guard (try? reload()) != nil else { return true }
+        lock.lock()
+        (checkedMarker, checkedAt) = (marker, now)
+        lock.unlock()
         return true
     }
 

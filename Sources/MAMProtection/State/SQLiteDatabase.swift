@@ -24,6 +24,15 @@ public final class SQLiteDatabase: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
     private var savepointDepth = 0
+    /// Whether the connection is in WAL mode (set at open; nothing changes it after).
+    private var inWALMode = false
+    /// Region 0 of SQLite's own mapping of the wal-index, once looked up (`commitMarker`).
+    private var walIndex: WALIndexLookup = .notTried
+
+    private enum WALIndexLookup {
+        case notTried, unavailable
+        case mapped(UnsafeRawPointer)
+    }
 
     /// Opens (and, when `create` is true, creates) the database at `path`.
     ///
@@ -46,7 +55,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         sqlite3_extended_result_codes(db, 1)
         sqlite3_busy_timeout(db, 10_000)
         do {
-            _ = try query("PRAGMA journal_mode=WAL")
+            inWALMode = try queryFirst("PRAGMA journal_mode=WAL")?.string(0)?.lowercased() == "wal"
             try execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON;")
         } catch {
             close()
@@ -170,6 +179,23 @@ public final class SQLiteDatabase: @unchecked Sendable {
         return version
     }
 
+    /// The wal-index header as it is now, read from SQLite's own mapping of the `-shm` file (no
+    /// system call, no transaction; see `SQLiteCommitMarker`): equal markers at two moments
+    /// mean no connection committed in between. Nil when the connection is not in WAL mode,
+    /// has not read the database yet, is closed, or the header is not a trusted one; then only
+    /// `dataVersion()` can tell.
+    public func commitMarker() -> SQLiteCommitMarker? {
+        lock.lock()
+        defer { lock.unlock() }
+        if case .notTried = walIndex, let db = handle, inWALMode {
+            // A read in WAL mode first, so the connection has mapped the wal-index.
+            let read = (try? queryFirst("PRAGMA data_version")) != nil
+            walIndex = read ? SQLiteCommitMarker.walIndex(of: db).map { .mapped($0) } ?? .unavailable : .unavailable
+        }
+        guard case .mapped(let index) = walIndex else { return nil }
+        return SQLiteCommitMarker(walIndex: index)
+    }
+
     /// `PRAGMA wal_checkpoint(TRUNCATE)`: copies the WAL into the database file and truncates
     /// the WAL to zero bytes, so old page images (e.g. deleted keys) do not stay in it.
     /// Waits for readers through the busy handler.
@@ -281,6 +307,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     private func closeLocked() {
+        walIndex = .unavailable
         for statement in statements.values { sqlite3_finalize(statement) }
         statements.removeAll()
         if let db = handle {

@@ -60,6 +60,14 @@ public final class StateStore: Sendable {
         try database.dataVersion()
     }
 
+    /// The database's wal-index header as it is now (`SQLiteDatabase.commitMarker`: read from
+    /// SQLite's own mapping, no system call): equal markers read at two moments mean no
+    /// connection committed in between, so a poller that saw the first may skip
+    /// `dataVersion()`. Nil when the header cannot tell; then only `dataVersion()` can.
+    public func commitMarker() -> SQLiteCommitMarker? {
+        database.commitMarker()
+    }
+
     /// `PRAGMA integrity_check` == "ok"; false also when the check cannot run.
     public func integrityCheck() -> Bool {
         database.integrityCheck()
