@@ -30,8 +30,11 @@ extension LowLevelOperations {
                 fuse_reply_write(req, written)
             }
         }
-        // Nothing is buffered here: data reaches the backing file at write.
-        ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
+        // No flush handler. Nothing is buffered here (data reaches the backing file at write) and
+        // locks are the kernel's, so a FLUSH would have nothing to do. libfuse answers the first
+        // one ENOSYS, after which the kernel sends none on this connection (`no_flush`): a close
+        // costs no round trip. The kernel's own work at close is unchanged: it still writes back
+        // the inode's dirty shared-map pages (as WRITE requests) and reports their errors.
         ops.fsync = { req, _, datasync, fi in
             LowLevelOperations.withHandle(req, fi, logged: false) { fs, handle in
                 try fs.fsync(handle, datasync: datasync != 0, caller: Caller(req))

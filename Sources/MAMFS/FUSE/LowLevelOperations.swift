@@ -98,7 +98,7 @@ enum LowLevelOperations {
 
 /// Runs a request's handler with the node descriptors it reads kept open until it returns
 /// (DescriptorCache.withPins). Handlers that use only their open handle's descriptor (read,
-/// write, flush, fsync, release, fallocate, lseek) and forget do without.
+/// write, fsync, release, fallocate, lseek) and forget do without.
 func serve(_ req: fuse_req_t?, _ handler: (OverlayFilesystem, Caller) -> Void) {
     let fs = filesystem(req)
     let caller = Caller(req)
