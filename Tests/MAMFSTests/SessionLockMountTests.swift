@@ -61,6 +61,34 @@ struct SessionLockMountTests {
         #expect(Self.log(m).contains("keys of \(MountedFixture.account) dropped: session locked (mamfs lock)"), "\(Self.log(m))")
     }
 
+    @Test("a policy set just before mamfs lock counts: the lock withholds the keys its new fileProtectionLevel drops")
+    func lockRightAfterPolicySet() throws {
+        let m = try Self.mount("none")
+        defer { m.close() }
+        let file = m.base + "/policy-complete.json"
+        try Data(Self.policy("complete").utf8).write(to: URL(fileURLWithPath: file))
+        // The daemon has the old policy in use (a read through the mount), then the new one
+        // is committed and the lock follows at once.
+        let r = try m.sh(#"""
+        cat work.txt; echo " before=$?"
+        "$MAMFS" policy set "$ACCT" "$BASE/policy-complete.json" --state "$S" > /dev/null; echo "set=$?"
+        "$MAMFS" lock "$M" --state "$S"; echo "lock=$?"
+        cat work.txt; echo "locked=$?"
+        "$MAMFS" unlock "$M" --state "$S" > /dev/null; echo "unlock=$?"
+        cat work.txt; echo " after=$?"
+        """#)
+        #expect(r.out == """
+        work-secret before=0
+        set=0
+        \(m.mountpoint): locked; keys withheld: \(MountedFixture.account)
+        lock=0
+        locked=1
+        unlock=0
+        work-secret after=0
+
+        """, "\(r.out)\n\(r.err)")
+    }
+
     @Test("completeUnlessOpen: a handle opened before the lock goes on reading and writing its file; new opens and creates get EACCES until the unlock")
     func completeUnlessOpenKeepsOpenHandles() throws {
         let m = try Self.mount("completeUnlessOpen")

@@ -30,11 +30,14 @@ extension LowLevelOperations {
                 fuse_reply_write(req, written)
             }
         }
-        // No flush handler. Nothing is buffered here (data reaches the backing file at write) and
-        // locks are the kernel's, so a FLUSH would have nothing to do. libfuse answers the first
-        // one ENOSYS, after which the kernel sends none on this connection (`no_flush`): a close
-        // costs no round trip. The kernel's own work at close is unchanged: it still writes back
-        // the inode's dirty shared-map pages (as WRITE requests) and reports their errors.
+        // Nothing is buffered here (data reaches the backing file at write) and locks are the
+        // kernel's, so a FLUSH has nothing to do. Where the kernel's own work at close (writing
+        // the inode's dirty shared-map pages back and reporting their errors) does not depend on
+        // it, the first FLUSH is refused with ENOSYS, after which the kernel sends none on this
+        // connection (`no_flush`): a close costs no round trip.
+        ops.flush = { req, _, _ in
+            fuse_reply_err(req, filesystem(req).closeWritesBackWithoutFlush.load(ordering: .relaxed) ? ENOSYS : 0)
+        }
         ops.fsync = { req, _, datasync, fi in
             LowLevelOperations.withHandle(req, fi, logged: false) { fs, handle in
                 try fs.fsync(handle, datasync: datasync != 0, caller: Caller(req))

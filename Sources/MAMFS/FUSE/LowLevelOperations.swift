@@ -34,6 +34,11 @@ enum LowLevelOperations {
         if let connectionOptions = fs.connectionOptions { fuse_apply_conn_info_opts(connectionOptions, conn) }
         // Writes go through to us (no writeback cache), so O_APPEND and sizes stay ours.
         conn.pointee.want &= ~UInt32(FUSE_CAP_WRITEBACK_CACHE)
+        // Since Linux 5.16 ("fuse: always flush dirty data on close(2)") the kernel writes dirty
+        // pages back at close before it looks whether FLUSH was refused; FUSE 7.36 is 5.17,
+        // clear of that boundary.
+        let proto = (conn.pointee.proto_major, conn.pointee.proto_minor)
+        fs.closeWritesBackWithoutFlush.store(proto.0 > 7 || (proto.0 == 7 && proto.1 >= 36), ordering: .relaxed)
     }
 
     private static func addNames(_ ops: inout fuse_lowlevel_ops) {
@@ -98,7 +103,7 @@ enum LowLevelOperations {
 
 /// Runs a request's handler with the node descriptors it reads kept open until it returns
 /// (DescriptorCache.withPins). Handlers that use only their open handle's descriptor (read,
-/// write, fsync, release, fallocate, lseek) and forget do without.
+/// write, flush, fsync, release, fallocate, lseek) and forget do without.
 func serve(_ req: fuse_req_t?, _ handler: (OverlayFilesystem, Caller) -> Void) {
     let fs = filesystem(req)
     let caller = Caller(req)

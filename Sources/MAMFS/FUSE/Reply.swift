@@ -58,11 +58,11 @@ enum Reply {
     }
 
     /// Stores `handle` in `fi` (a retained reference) with the page-cache choice for `flags`.
-    /// A read-only handle is closed without the kernel's flush (FOPEN_NOFLUSH): mamfs has no
-    /// FLUSH handler (`LowLevelOperations.addFiles`; locks are the kernel's, writes reach the
-    /// daemon when they are made), and the kernel's own work at a close, writing back the
+    /// A read-only handle is closed without the kernel's flush (FOPEN_NOFLUSH): a FLUSH has
+    /// nothing to do here (`LowLevelOperations.addFiles`; locks are the kernel's, writes reach
+    /// the daemon when they are made), and the kernel's own work at a close, writing back the
     /// inode's dirty shared-map pages, is left to the close of the writable handle that made
-    /// them. Before the first FLUSH was answered ENOSYS, it also spares that round trip.
+    /// them.
     private static func store(_ handle: OpenFile, _ fs: OverlayFilesystem, in fi: UnsafeMutablePointer<fuse_file_info>) {
         fi.pointee.fh = handle.retainedHandle()
         fi.pointee.direct_io = fs.directIO(flags: fi.pointee.flags) ? 1 : 0

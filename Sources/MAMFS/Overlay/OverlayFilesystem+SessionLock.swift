@@ -50,6 +50,8 @@ extension OverlayFilesystem {
     /// `completeUnlessOpen` account leave memory. Dirty pages of their files are written back
     /// first, while the keys are still there.
     func sessionLocked(source: String) {
+        // The levels of the policies as they are now: a `policy set` just before the lock counts.
+        refresh(force: true)
         lockTransitions.writing {
             sessionLock.withLock { $0.locked = true }
             let accounts = fileProtectionLevels().filter { $0.level.dropsKeysOnLock }

@@ -34,16 +34,22 @@ extension OverlayFilesystem {
             state.lastRefresh = nanos
             return true
         }
-        guard due, context.refreshIfChanged() else { return }
-        let wiped = OverlayFilesystem.loadWipedOwners(context)
-        refreshState.withLock { state in
-            state.generation += 1
-            state.wipedOwners = wiped
+        guard due else { return }
+        // A request that finds the context current while another one is still deriving from
+        // its reload waits here for it.
+        refreshUpdate.withLock { _ in
+            guard context.refreshIfChanged() else { return }
+            stateReloaded?()
+            let wiped = OverlayFilesystem.loadWipedOwners(context)
+            refreshState.withLock { state in
+                state.generation += 1
+                state.wipedOwners = wiped
+            }
+            enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
+            fileProtectionInUse.store(OverlayFilesystem.anyFileProtectionLevel(context), ordering: .relaxed)
+            daemonLog.update(from: context)
+            supersedeReplacedEntries()
         }
-        enforcing.store(OverlayFilesystem.anyPolicyEnforces(context), ordering: .relaxed)
-        fileProtectionInUse.store(OverlayFilesystem.anyFileProtectionLevel(context), ordering: .relaxed)
-        daemonLog.update(from: context)
-        supersedeReplacedEntries()
     }
 
     func isHidden(_ header: ProtectedFileHeader?) -> Bool {

@@ -25,6 +25,11 @@ final class OverlayFilesystem: @unchecked Sendable {
     let table: InodeTable
     /// Connection options (max_write=...) parsed from -o, applied when the session starts.
     var connectionOptions: OpaquePointer?
+    /// Whether the kernel writes an inode's dirty shared-map pages back at every close even
+    /// once FLUSH is refused (FUSE protocol 7.36, Linux 5.17, and later; set when the session
+    /// starts). Then FLUSH is answered ENOSYS and the kernel sends no more; before, it is
+    /// answered with success, because there a refused FLUSH turns the write-back at close off.
+    let closeWritesBackWithoutFlush = Atomic<Bool>(false)
     /// Drops the kernel's cached attributes of a nodeid (set by the mount daemon: a FUSE
     /// inode invalidation; nil in tests without a kernel).
     var attributesChanged: ((UInt64) -> Void)?
@@ -48,6 +53,14 @@ final class OverlayFilesystem: @unchecked Sendable {
         var wipedOwners: Set<String> = []
     }
     let refreshState = Mutex(RefreshState())
+    /// Held by the `refresh` that found the state changed until everything derived from it
+    /// (`refreshState`, the enforcement flags, superseded entries) is current, so no request
+    /// acts on the reloaded context with the old derived state (a wiped owner's file opened
+    /// after `mamfs wipe` returned).
+    let refreshUpdate = Mutex(())
+    /// Called by `refresh` when the context has just reloaded, before anything derived from it
+    /// is updated (tests hold a refresh there; nil otherwise).
+    var stateReloaded: (() -> Void)?
     /// Whether any managed account's policy enables caller-aware rules (see `isEnforcing`).
     let enforcing = Atomic<Bool>(false)
     /// The session lock's effect on the mount's keys (`OverlayFilesystem+SessionLock`).

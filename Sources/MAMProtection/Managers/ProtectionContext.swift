@@ -23,8 +23,9 @@ public final class ProtectionContext: @unchecked Sendable {
     /// `markerTrustSeconds` before it asks the database again.
     private var checkedMarker: SQLiteCommitMarker?
     private var checkedAt = 0.0
-    /// How long an unmoved commit marker stands for the database: a bound on what a case the
-    /// marker cannot see (a state file replaced under the running process) may go unnoticed.
+    /// How long an unmoved commit marker stands for the database. The header is what SQLite
+    /// itself compares to notice a commit, so no known change escapes it; this bound is
+    /// defensive: the database is still asked at least once a second.
     static let markerTrustSeconds = 1.0
     /// How many times `refreshIfChanged` asked the database (for tests of the marker).
     let databaseChecks = Atomic<Int>(0)
@@ -116,9 +117,10 @@ public final class ProtectionContext: @unchecked Sendable {
     }
 
     /// Re-reads accounts, policies and keys when another process changed the state. Cheap:
-    /// while the state's commit marker (`StateStore.commitMarker`, one pread of the wal-index
-    /// header) is the one a check last found current, and for at most `markerTrustSeconds`,
-    /// nothing else; otherwise one `PRAGMA data_version`, and the reload when it moved.
+    /// while the state's commit marker (`StateStore.commitMarker`: the wal-index header, copied
+    /// from SQLite's own mapping) is the one a check last found current, and for at most
+    /// `markerTrustSeconds`, nothing else; otherwise one `PRAGMA data_version`, and the reload
+    /// when it moved.
     /// - Returns: true when something changed.
     @discardableResult
     public func refreshIfChanged() -> Bool {
