@@ -9,7 +9,7 @@ import Synchronization
 /// see every change of another process at its next refresh.
 @Suite("State commit marker")
 struct StateCommitMarkerTests {
-    private static func relaxed(_ required: Bool) -> Policy {
+    private static func policy(requiringEncryption required: Bool) -> Policy {
         var policy = Policy.demoEncrypting
         policy.fileEncryptionRequired = required
         return policy
@@ -54,7 +54,7 @@ struct StateCommitMarkerTests {
         for round in 0..<30 {
             // The fixture's policy requires encryption: round 0 changes it.
             let required = !round.isMultiple(of: 2)
-            try other.enrollment.setPolicy(StateFixture.managedId, Self.relaxed(required))
+            try other.enrollment.setPolicy(StateFixture.managedId, Self.policy(requiringEncryption: required))
             #expect(f.context.refreshIfChanged(), "round \(round)")
             #expect(f.context.policyEvaluator.isFileEncryptionRequired(accountId: StateFixture.managedId) == required)
             #expect(f.context.refreshIfChanged() == false)
@@ -92,7 +92,7 @@ struct StateCommitMarkerTests {
         }
         for round in 0..<40 {
             let required = !round.isMultiple(of: 2)
-            try other.enrollment.setPolicy(StateFixture.managedId, Self.relaxed(required))
+            try other.enrollment.setPolicy(StateFixture.managedId, Self.policy(requiringEncryption: required))
             _ = f.context.refreshIfChanged()
             #expect(f.context.policyEvaluator.isFileEncryptionRequired(accountId: StateFixture.managedId) == required,
                     "round \(round)")
