@@ -189,7 +189,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         defer { lock.unlock() }
         if case .notTried = walIndex, let db = handle, inWALMode {
             // A read in WAL mode first, so the connection has mapped the wal-index.
-            let read = (try? queryFirst("PRAGMA data_version")) != nil
+            let read = (try? dataVersion()) != nil
             walIndex = read ? SQLiteCommitMarker.walIndex(of: db).map { .mapped($0) } ?? .unavailable : .unavailable
         }
         guard case .mapped(let index) = walIndex else { return nil }
