@@ -118,6 +118,45 @@ struct FullDiskAppendTests {
         }
     }
 
+    /// A write inside a sparse file (encrypted, or plain-tagged and grown by truncate) lands
+    /// partly or wholly in holes of the backing file: the filesystem needs new blocks for them
+    /// though the file does not grow. The write reserves them first, so a full disk fails it
+    /// whole: ENOSPC, every byte as it was (no block torn, none that no longer authenticates),
+    /// and the same write goes through once there is room.
+    @Test("a write into holes inside a sparse file on a full disk is ENOSPC and tears no block",
+          arguments: [false, true],
+          [(free: 0, offset: 64 * 1024 + 100, length: 64 * 1024), (free: 8192, offset: 64 * 1024, length: 64 * 1024),
+           (free: 0, offset: 4096, length: 4096), (free: 0, offset: 9000, length: 200),
+           (free: 16384, offset: 0, length: 300 * 1024)])
+    func writeIntoHolesFailsWhole(plain: Bool, range: (free: Int, offset: Int, length: Int)) throws {
+        let (free, offset, length) = range
+        let first = [UInt8](repeating: 7, count: 4096)
+        let grown: Int64 = 512 * 1024
+        try withFullDisk(sparse: true, plain: plain, free: free, { content in
+            try write(content, first, at: 0)
+            try content.truncate(to: grown)
+        }) { content, path in
+            let before = try bytes(content)
+            #expect(before == first + [UInt8](repeating: 0, count: Int(grown) - 4096))
+            let storedBefore = storedSize(path)
+            let data = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+            do {
+                try write(content, data, at: Int64(offset))
+                Issue.record("a write of \(length) bytes into holes succeeded with \(free) bytes free")
+            } catch MAMError.system(_, let code) {
+                #expect(code == ENOSPC)
+            }
+            #expect(storedSize(path) == storedBefore)
+            #expect(try bytes(content) == before)
+            // Room again: the same write goes through.
+            unlink(URL(fileURLWithPath: path).deletingLastPathComponent().path + "/filler")
+            try write(content, data, at: Int64(offset))
+            var expected = before
+            expected.replaceSubrange(offset..<(offset + length), with: data)
+            #expect(try bytes(content) == expected)
+        }
+    }
+
     /// An append reserves nothing first when it overwrites no stored byte (the first write of
     /// a file, an append after a whole last block) or only the old last partial block (whose
     /// new bytes past the end are written before it is overwritten). On a disk with room for

@@ -262,11 +262,13 @@ public final class ProtectedFileContent: @unchecked Sendable {
             // A write that fails part-way (ENOSPC) must not leave its first bytes behind: on
             // failure the file is cut back to its old size, and a write that also overwrites
             // bytes the file has reserves its new range first (so it fails before changing
-            // any). A gap before the write stays a hole, as on the backing filesystem.
+            // any), from the first hole of the backing file inside it if there is one. A gap
+            // before the write stays a hole, as on the backing filesystem.
             let oldSize = storedSize
             let end = dataOffset + plainEnd
-            let reserveFrom = max(oldSize, dataOffset + offset)
-            if end > reserveFrom, dataOffset + offset < oldSize {
+            let start = dataOffset + offset
+            let reserveFrom = firstBackingHole(from: start, before: min(end, oldSize)) ?? max(oldSize, start)
+            if end > reserveFrom, start < oldSize {
                 try reserveSpace(offset: reserveFrom, length: end - reserveFrom, sizeBefore: oldSize)
             }
             do {
@@ -345,7 +347,9 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// end written first), reserves nothing and, when it fails part-way, cuts the file back to
     /// its old end; one whose new bytes fit in the filesystem block holding the file's last
     /// byte needs nothing; any other that extends the file reserves the new part of its stored
-    /// range once, before any ciphertext is written.
+    /// range once, before any ciphertext is written. In a sparse file, a range that meets a
+    /// hole of the backing file is reserved from that hole on (new space though the file does
+    /// not grow).
     ///
     /// The caller has checked `offset` + the source's count against `maximumPlaintextSize`, so
     /// every stored offset below fits in off_t. `size`: the current plaintext size when the
@@ -384,6 +388,11 @@ public final class ProtectedFileContent: @unchecked Sendable {
             // whole last block): no reservation, a failure part-way is undone by cutting the
             // file back to its old end (as the filesystem itself reports a short write).
             appendedOnto = blockSize == nil ? try FileIO.size(fd) : storedEnd
+        } else if shape.isSparse, let hole = firstBackingHole(from: rangeStart, before: min(reserveEnd, storedEnd)) {
+            // Blocks of a sparse file that lie in a hole of the backing file (only a sparse
+            // file has any inside its stored range): a sealed block written there part-way
+            // would no longer authenticate. Reserved first, from the first hole on.
+            try reserveSpace(offset: hole, length: reserveEnd - hole, sizeBefore: blockSize == nil ? nil : storedEnd)
         } else if let blockSize, reserveFrom == storedEnd, tailBlockHolds(storedEnd: storedEnd, end: reserveEnd, blockSize: blockSize) {
             // Nothing new to allocate: the new bytes land in a block the file has already.
         } else if reserveEnd > storedEnd, storedEnd - rangeStart < Int64(BlockLayout.storedBlockSize), !shape.isSparse {
@@ -470,6 +479,19 @@ public final class ProtectedFileContent: @unchecked Sendable {
                 block = chunkEnd + 1
             }
         }
+    }
+
+    /// The first backing offset in `from..<before` that lies in a hole of the backing file
+    /// (lseek SEEK_HOLE; unwritten reservations count as holes on some filesystems, which
+    /// costs only a needless reservation), or nil when there is none. A write into a hole
+    /// needs new space though the file does not grow, so on a full disk it can fail part of
+    /// the way through. A failing lseek answers `from`: the caller reserves rather than
+    /// risks a torn write.
+    func firstBackingHole(from: Int64, before: Int64) -> Int64? {
+        guard from < before else { return nil }
+        let hole = lseek(fd, off_t(from), SystemConstants.seekHole)
+        guard hole >= 0 else { return from }
+        return Int64(hole) < before ? max(from, Int64(hole)) : nil
     }
 
     /// Whether backing bytes `storedEnd..<end` (past the current end `storedEnd`) need no new
