@@ -64,10 +64,21 @@ enum ProtectCommands {
                     audited = try CommandAudit.requireDeclassifyAllowed(context, action: "declassify", owners: objects,
                                                                          newOwner: accountId) { $0 == backing ? path : $0 }
                 }
+                var started = false, finished = false
+                defer {
+                    // A tree protect that failed part of the way has changed the files before
+                    // the failure: that is recorded too.
+                    if started && !finished && recursive && !audited {
+                        CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
+                                            owner: action == "declassify" ? oldOwner : accountId)
+                    }
+                }
                 try attempt(path) {
+                    started = true
                     try context.files.protect(path: backing, accountId: accountId, recursive: recursive,
                                               progress: recursive ? { progress.update("\($0) files") } : nil)
                 }
+                finished = true
                 progress.finish()
                 // A declassification is the old owner's event, any other protect the new owner's.
                 if !audited {

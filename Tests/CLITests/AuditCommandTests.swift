@@ -147,6 +147,21 @@ struct AuditCommandTests {
         #expect(records.map { $0["decision"] as? String } == ["audited"])
     }
 
+    @Test("a tree protect that fails part of the way is recorded: the files before the failure were changed")
+    func partialTreeProtectIsRecorded() throws {
+        let s = try AuditSandbox(level: "block", allowUserDecrypt: true)
+        let first = try s.sandbox.write("tree/a.txt", "first\n")
+        let linked = try s.sandbox.write("tree/b.txt", "linked\n")
+        #expect(link(linked, s.sandbox.path("tree/c.txt")) == 0)
+        let result = try s.run(["protect", s.sandbox.path("tree"), "-R", "--account", Fixtures.upn])
+        #expect(result.status == 73, "\(result.out) \(result.err)")
+        #expect(try info(s, first)["encrypted"] as? Bool == true)
+        #expect(try info(s, linked)["encrypted"] as? Bool == false)
+        let records = try s.records(action: "protect").filter { ($0["path"] as? String)?.hasSuffix("/tree") == true }
+        let all = try s.records()
+        #expect(records.count == 1, "\(all)")
+    }
+
     @Test("the administrative actions are recorded as allowed: enroll, protect, declassify, decrypt, policy set, wipe, unenroll")
     func administrativeActions() throws {
         let s = try AuditSandbox(level: "block", allowUserDecrypt: true)

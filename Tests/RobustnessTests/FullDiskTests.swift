@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import MAMProtection
 import Testing
 import MAMTestSupport
 
@@ -189,6 +190,84 @@ struct FullDiskTests {
         #expect(read.status == 0 && read.out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(2 << 20) True []",
                 "reading back: \(read.out) \(read.err)")
         #expect(backingFault(mount.backing + "/f") == nil)
+    }
+
+    /// An owner change rewrites files (a decrypted copy renamed over each). With the backing
+    /// disk full it fails with ENOSPC (not EIO: the data is fine) and every file stays as it
+    /// was. With the state's disk full it either succeeds or fails before any file is
+    /// rewritten (the protect is recorded first): never a reported failure with the work files
+    /// already declassified.
+    @Test("Regression: an owner change on a full disk is ENOSPC with no file changed, or done")
+    func ownerChangeOnAFullDisk() throws {
+        let disk = try SmallTmpfs(size: "4m")
+        defer { disk.close() }
+        let stateDisk = try SmallTmpfs(size: "2m")
+        defer { stateDisk.close() }
+        let mount = try RobustMount(.managed, backing: disk.path + "/backing", state: stateDisk.path + "/state")
+        defer { mount.close() }
+        let made = try mount.sh("mkdir d && head -c 200000 /dev/urandom > a && head -c 100000 /dev/urandom > d/x && sha256sum a d/x")
+        let filesOf = ["a": ["a"], "d": ["d/x"]]
+        let ownerBefore = try mount.sh("getfattr --only-values -n user.mam.owner d 2>&1").out
+        try #require(made.status == 0, "\(made.err)")
+        /// Fills `filesystem` (a file outside the backing and state directories), runs the owner
+        /// changes and prints their errno names, then frees the space again.
+        func ownerChanges(filling filesystem: String) throws -> String {
+            let r = try mount.sh(#"""
+            python3 - \#(shellQuote(filesystem)) <<'EOF'
+            import errno, os, sys
+            filler = os.open(os.path.join(sys.argv[1], "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+            for chunk in (1 << 20, 4096, 512):
+                try:
+                    while True: os.write(filler, bytes(chunk))
+                except OSError:
+                    pass
+            os.close(filler)
+            for name in ("a", "d"):
+                try:
+                    os.setxattr(name, "user.mam.owner", b"")
+                    print("ok", end=" ")
+                except OSError as e:
+                    print(errno.errorcode[e.errno], end=" ")
+            os.unlink(os.path.join(sys.argv[1], "filler"))
+            EOF
+            """#, timeout: 60)
+            #expect(r.status == 0, "\(r.err)")
+            return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        func backingHeader(_ file: String) throws -> ProtectedFileHeader? {
+            let fd = open(mount.backing + "/" + file, O_RDONLY | O_CLOEXEC)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            return try ProtectedFileHeader.read(fd: fd)
+        }
+        /// Each owner change either failed with ENOSPC and left its files as they were, or
+        /// succeeded and declassified them; the bytes read the same either way.
+        func expectConsistent(_ results: String, _ phase: String, mayChange: Bool) throws {
+            let answers = results.split(separator: " ").map(String.init)
+            try #require(answers.count == 2, "\(phase): \(results)")
+            for (name, answer) in zip(["a", "d"], answers) {
+                #expect(answer == "ENOSPC" || (mayChange && answer == "ok"), "\(phase): owner change of \(name): \(answer)")
+                for file in filesOf[name]! {
+                    let header = try backingHeader(file)
+                    if answer == "ok" {
+                        #expect(header?.owner == "" && header?.isEncrypted == false, "\(phase): \(file) not declassified")
+                    } else {
+                        #expect(header?.owner == RobustMount.account && header?.isEncrypted == true, "\(phase): \(file) changed by a failed owner change")
+                    }
+                }
+            }
+            let sums = try mount.sh("sha256sum a d/x")
+            #expect(sums.out == made.out, "\(phase): \(sums.out) \(sums.err)")
+            // A failed change leaves the directory's owner as it was too.
+            let directoryOwner = try mount.sh("getfattr --only-values -n user.mam.owner d 2>&1").out
+            #expect(directoryOwner == (answers[1] == "ok" ? "" : ownerBefore), "\(phase): d is owned by '\(directoryOwner)'")
+        }
+        try expectConsistent(try ownerChanges(filling: disk.path), "backing disk full", mayChange: false)
+        try expectConsistent(try ownerChanges(filling: stateDisk.path), "state disk full", mayChange: true)
+        // With room again the same change goes through.
+        #expect(try mount.sh("setfattr -n user.mam.owner -v '' a d && sha256sum a d/x").out == made.out)
+        let header = try backingHeader("a")
+        #expect(header?.owner == "" && header?.isEncrypted == false)
     }
 
     /// A write that fails with ENOSPC must not change the file: a plain file system returns a

@@ -51,9 +51,14 @@ extension OverlayFilesystem {
         try inheritedOwner(directoryFD: try directory.descriptor())
     }
 
-    /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent).
+    /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent),
+    /// opened below the backing root without crossing a symlink (`openConfined`): a name
+    /// swapped meanwhile never lends the tag of a directory elsewhere.
     func inheritedOwner(directoryPath: String) throws -> String {
-        let directory = try FileDescriptor.openPath(directoryPath, flags: O_DIRECTORY)
+        guard PathName.normalized(directoryPath) != PathName.normalized(rootPath) else {
+            return try inheritedOwner(directoryFD: try table.root.descriptor())
+        }
+        let directory = try openConfined(directoryPath, SystemConstants.pathOnly | O_DIRECTORY | O_CLOEXEC)
         return try inheritedOwner(directoryFD: directory.rawValue)
     }
 

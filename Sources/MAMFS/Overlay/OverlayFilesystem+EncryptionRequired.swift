@@ -33,7 +33,12 @@ extension OverlayFilesystem {
                 guard !deleted else { throw FilesystemError(code: EACCES) }
                 let replaced = inode.key
                 do {
-                    guard try context.files.encryptIfRequired(path: path) else { return }
+                    let rewritten = try withConfinedParent(of: path) { parent, name in
+                        try context.files.encryptIfRequired(file: name, in: parent, path: path) { _, st in
+                            guard BackingKey(st) == replaced else { throw FilesystemError(code: ESTALE) }
+                        }
+                    }
+                    guard rewritten else { return }
                 } catch let error as MAMError {
                     if case .system(_, let code) = error, code == EMLINK { throw FilesystemError(code: EACCES) }
                     throw error

@@ -113,7 +113,11 @@ extension OverlayFilesystem {
         if let handle {
             guard futimens(handle.fd, &times) == 0 else { throw FilesystemError.current() }
         } else if inode.isSymlink {
-            guard utimensat(AT_FDCWD, try backingPath(inode), &times, AT_SYMLINK_NOFOLLOW) == 0 else { throw FilesystemError.current() }
+            // The link itself through its O_PATH descriptor, as the chown above: a path would
+            // be resolved again, through whatever another user put on the way meanwhile.
+            guard utimensat(try inode.descriptor(), "", &times, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0 else {
+                throw FilesystemError.current()
+            }
         } else {
             let fd = try inode.descriptor()
             do { try SystemCall.setTimes(fd: fd, (times[0], times[1])) } catch {

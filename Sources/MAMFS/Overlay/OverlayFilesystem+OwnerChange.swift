@@ -22,8 +22,10 @@ extension OverlayFilesystem {
     ///   EPERM for other kinds of objects; the protect's own errors (EMLINK: a file with other
     ///   hard links is not encrypted in place).
     ///
-    /// Renames and links through the mount wait until it is done (`namespaceLock`), so the
-    /// objects rewritten are the ones checked.
+    /// Renames and links through the mount wait until it is done (`namespaceLock`). Other
+    /// changes of the tree (a directory removed and a symlink put in its place) may race the
+    /// walk, so the protect itself goes by descriptors from the backing root, never follows a
+    /// symlink, and checks each object again on the descriptor it rewrites.
     func protect(_ inode: Inode, owner: String, caller: CallerCredentials, encrypted: Bool = false) throws {
         try namespaceLock.writing { try protectChecked(inode, owner: owner, caller: caller, encrypted: encrypted) }
     }
@@ -35,13 +37,15 @@ extension OverlayFilesystem {
         refresh(force: true)
         try requireOwnerChangeUnlocked(inode, to: owner)
         let path = try backingPath(inode)
+        let check = ownerChangeCheck(of: inode, by: caller)
         if inode.isRegular {
-            try inode.contentLock.writing {
-                // Also after a failed encryption: the protect before it may have replaced the file.
-                defer { repoint(inode, toPath: path, handles: handlesAfterOwnerChange(inode)) }
-                try context.protect(path: path, accountId: owner, recursive: false)
-                if encrypted, try !context.files.isFileEncrypted(path: path) {
-                    try context.files.encryptFile(path: path, forAccountId: owner)
+            // By descriptors from the backing root: the file is rewritten in the directory
+            // that holds it now, by name, and only if that name is still this file.
+            try withConfinedParent(of: path) { parent, name in
+                try inode.contentLock.writing {
+                    // Also after a failure: a rewrite may have replaced the file before it.
+                    defer { repoint(inode, toPath: path, handles: handlesAfterOwnerChange(inode)) }
+                    try context.files.protect(file: name, in: parent, path: path, accountId: owner, encrypted: encrypted, check: check)
                 }
             }
         } else if inode.isDirectory {
@@ -54,9 +58,31 @@ extension OverlayFilesystem {
                     file.contentLock.writing { repoint(file, toPath: filePath, handles: handlesAfterOwnerChange(file)) }
                 }
             }
-            try context.protect(path: path, accountId: owner, recursive: true)
+            let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            try context.files.protect(directory: directory.rawValue, path: path, accountId: owner, recursive: true, check: check)
         } else {
             throw FilesystemError(code: EPERM)
+        }
+    }
+
+    /// The check the protect runs on each object as it opens it (see `ProtectCheck`): the
+    /// walk above ran on the tree as it was, and a name may lead elsewhere by the time the
+    /// protect gets to it. The target must still be `inode` and writable by the caller; below
+    /// it the rules of `checkOwnerChange(of:in:by:)`.
+    private func ownerChangeCheck(of inode: Inode, by caller: CallerCredentials) -> ProtectCheck {
+        let key = inode.key
+        return { object, st in
+            switch object {
+            case .target:
+                guard BackingKey(st) == key else { throw FilesystemError(code: ESTALE) }
+                guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+            case .file:
+                guard caller.permits(.write, on: st) else { throw FilesystemError(code: EACCES) }
+            case .directory(let tagged):
+                guard caller.permits(.search, on: st), !tagged || caller.permits(.write, on: st) else {
+                    throw FilesystemError(code: EACCES)
+                }
+            }
         }
     }
 

@@ -86,8 +86,10 @@ extension OverlayFilesystem {
     /// `path`'s name up again (`supersede`). `path` must be the name mamfs itself just had
     /// the file replaced under. Call under the entry's exclusive content lock.
     func repoint(_ inode: Inode, toPath path: String, handles: ReplacedFileHandles) {
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        // Below the backing root without crossing a symlink: a name swapped meanwhile never
+        // points the entry (and its handles) at an object elsewhere.
+        guard let replacement = try? openConfined(path, SystemConstants.pathOnly | O_CLOEXEC),
+              let st = try? replacement.stat(), (st.st_mode & S_IFMT) == S_IFREG else { return }
         guard BackingKey(st) != inode.key else {
             // Rewritten in place: same descriptor, new header (no dup: that kept one more
             // descriptor per protect until the entry went away).
@@ -98,11 +100,9 @@ extension OverlayFilesystem {
             supersede(inode, names: [path])
             return
         }
-        guard let replacement = try? FileDescriptor.openPath(path, flags: O_NOFOLLOW),
-              let opened = try? replacement.stat() else { return }
         if handles == .follow { inode.markReplacedByCopy(inode.key) }
         // The table takes the descriptor only when it repoints the entry.
-        guard table.repoint(inode, to: opened, fd: replacement.rawValue) else { return }
+        guard table.repoint(inode, to: st, fd: replacement.rawValue) else { return }
         _ = replacement.take()
         // The kernel may hold the old file's attributes (a link count of 0) for this node.
         attributesChanged?(inode.nodeid)

@@ -21,16 +21,29 @@ public final class AtomicFileWriter {
 
     /// Creates the temp file next to `targetPath`.
     /// - Throws: `.cannotCreateOutput` when the directory is missing, not writable or full.
-    public init(targetPath: String) throws {
-        self.targetPath = targetPath
-        let directoryPath = PathName.directory(of: targetPath)
-        targetName = PathName.lastComponent(of: targetPath)
+    public convenience init(targetPath: String) throws {
         let directory: FileDescriptor
         do {
-            directory = try FileDescriptor.open(directoryPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            directory = try FileDescriptor.open(PathName.directory(of: targetPath), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         } catch {
             throw MAMError.cannotCreateOutput("\(targetPath): \(error)")
         }
+        try self.init(adopting: directory, name: PathName.lastComponent(of: targetPath), path: targetPath)
+    }
+
+    /// Creates the temp file in the open directory `directory` (borrowed: it stays the
+    /// caller's), to replace its entry `name`; every later step is relative to the directory's
+    /// descriptor, so no path is resolved again. `path` names the target in messages only.
+    /// - Throws: `.cannotCreateOutput` when the directory is not writable or full.
+    public convenience init(in directory: Int32, name: String, path: String) throws {
+        let copy = fcntl(directory, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else { throw MAMError.cannotCreateOutput("\(path): \(Errno.current)") }
+        try self.init(adopting: FileDescriptor(adopting: copy), name: name, path: path)
+    }
+
+    private init(adopting directory: consuming FileDescriptor, name: String, path: String) throws {
+        self.targetPath = path
+        targetName = name
         var temporaryPath: String?
         var fd: Int32 = -1
         var unnamedFailure: Errno?
@@ -41,20 +54,35 @@ public final class AtomicFileWriter {
         }
         if let unnamedFailure {
             guard TemporaryFile.isUnavailable(unnamedFailure) else {
-                throw MAMError.cannotCreateOutput("\(targetPath): \(unnamedFailure)")
+                throw MAMError.cannotCreateOutput("\(path): \(unnamedFailure)")
             }
             do {
-                let named = try TemporaryFile.createNamed(
-                    template: directoryPath + "/" + Self.temporaryName(for: targetName, suffix: "XXXXXX"))
-                temporaryPath = named.path
-                fd = named.take()
+                let (named, tempName) = try Self.createNamed(in: directory.rawValue, for: name)
+                temporaryPath = PathName.appending(tempName, to: PathName.directory(of: path))
+                fd = named
             } catch {
-                throw MAMError.cannotCreateOutput("\(targetPath): \(error)")
+                throw MAMError.cannotCreateOutput("\(path): \(error)")
             }
         }
         self.fd = fd
         self.directoryFD = directory.take()
         self.temporaryPath = temporaryPath
+    }
+
+    /// A new 0600 temp file in `directory` named after `target` with a random suffix (O_EXCL,
+    /// never through a symlink), where the filesystem has no O_TMPFILE: its descriptor (the
+    /// caller's to close) and name.
+    private static func createNamed(in directory: Int32, for target: String) throws(Errno) -> (Int32, String) {
+        while true {
+            let name = temporaryName(for: target, suffix: String(UInt64.random(in: 0...UInt64.max), radix: 36))
+            do {
+                let file = try FileDescriptor.open(in: directory, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode: 0o600)
+                return (file.take(), name)
+            } catch {
+                if error == .fileExists { continue }
+                throw error
+            }
+        }
     }
 
     /// Copies mode, owner and (optionally) times of an existing file onto the temp file.

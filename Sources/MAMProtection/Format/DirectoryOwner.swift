@@ -28,6 +28,16 @@ public enum DirectoryOwner {
         }
     }
 
+    /// Tags the directory open as `fd` (`path` for messages only).
+    /// - Throws: `.system` when the backing filesystem refuses user xattrs.
+    public static func write(fd: Int32, path: String, owner: String) throws {
+        do {
+            try ExtendedAttributes(descriptor: fd).set(attributeName, string: AccountIdentity.canonical(owner))
+        } catch {
+            throw MAMError.system("tag directory \(path)", errno: error.rawValue)
+        }
+    }
+
     /// The inherited owner of `path`: the tag of the nearest tagged directory among `path`
     /// (if a directory) and its ancestors, stopping at `root` (inclusive) or at `/`.
     public static func inherited(path: String, root: String? = nil) -> String? {

@@ -12,6 +12,17 @@ enum OutputTarget {
     static func requireReplaceable(_ path: String, inPlace: Bool = false) throws {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
+        try requireReplaceable(st, path: path, inPlace: inPlace)
+    }
+
+    /// `requireReplaceable` of the entry `name` in the open directory `directory`.
+    static func requireReplaceable(in directory: Int32, name: String, path: String, inPlace: Bool = false) throws {
+        guard let st = try? SystemCall.stat(in: directory, name) else { return }
+        try requireReplaceable(st, path: path, inPlace: inPlace)
+    }
+
+    /// Refuses what `st` (an lstat) describes unless it is a regular file.
+    private static func requireReplaceable(_ st: stat, path: String, inPlace: Bool) throws {
         let kind: String
         switch st.st_mode & S_IFMT {
         case S_IFREG: return

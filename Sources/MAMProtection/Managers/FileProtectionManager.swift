@@ -73,25 +73,79 @@ public struct FileProtectionManager: Sendable {
     /// decrypted); a directory gets the `user.mam.owner` tag and, with `recursive`, everything
     /// below it is protected too. The path is remembered for selective wipe.
     /// Mirrors `protect:forAccountId:`.
+    ///
+    /// `path` itself is resolved as given (a symlink to a directory is followed; one naming a
+    /// file is refused, as its rewrite would replace the link); below it the walk and every
+    /// rewrite go by descriptors and never follow a symlink (see `protect(directory:...)`).
     /// - Parameter progress: called with the number of files done so far.
     /// - Throws: `.fileNotFound`, `.unknownAccount`, `.keyUnavailable`, `.authenticationFailed`,
-    ///   `.system` (full disk...). Files done before a failure stay done; the failing file is unchanged.
+    ///   `.system` (full disk; EILSEQ for a name below that is not UTF-8...). Files done before
+    ///   a failure stay done; the failing file is unchanged.
     public func protect(path: String, accountId: String, recursive: Bool = true, progress: ((Int) -> Void)? = nil) throws {
         let owner = try context.resolveOwner(accountId)
         let st = try statPath(path)
-        if try isInsideStateDirectory(path) {
-            throw MAMError.invalidArguments("\(path) is inside the mamfs state directory \(context.stateDirectory); it cannot be protected")
+        try requireOutsideStateDirectory(path)
+        try recordKnownRoot(realPath(path), owner: owner)
+        try reportingFullDiskAsOutputError(path) {
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                let directory = try openDirectory(path)
+                try protectDirectory(directory.rawValue, path: path, owner: owner, recursive: recursive, check: nil, progress: progress)
+            } else {
+                let parent = try openDirectory(PathName.directory(of: path))
+                try protectFile(NameInDirectory(directory: parent.rawValue, name: PathName.lastComponent(of: path), path: path),
+                                owner: owner, encrypted: false, check: nil, as: .target)
+                progress?(1)
+            }
         }
-        var done = 0
-        if (st.st_mode & S_IFMT) == S_IFDIR {
-            try DirectoryOwner.write(path: path, owner: owner)
-            if recursive { try protectTree(path, owner: owner, done: &done, progress: progress) }
-        } else {
-            try protectFile(path, owner: owner)
-            done += 1
-            progress?(done)
+    }
+
+    /// Remembers `path` as protected for `owner` (selective wipe walks it), before anything
+    /// is rewritten: a state that cannot record it (a full state disk) stops the protect
+    /// with nothing changed.
+    private func recordKnownRoot(_ path: String, owner: String) throws {
+        try context.state.addKnownRoot(path, kind: .protected, accountId: owner.isEmpty ? nil : owner)
+    }
+
+    /// Runs `body`, turning a full disk (ENOSPC, EDQUOT) into `.cannotCreateOutput` for
+    /// `target`: the command line's exit code for an output it could not write. The
+    /// descriptor-based calls the mount makes keep `.system`, so it answers ENOSPC.
+    private func reportingFullDiskAsOutputError<R>(_ target: String, _ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch MAMError.system(let what, let code) where code == ENOSPC || code == EDQUOT {
+            throw MAMError.cannotCreateOutput("\(target): \(what): \(String(cString: strerror(code)))")
         }
-        try context.state.addKnownRoot(realPath(path), kind: .protected, accountId: owner.isEmpty ? nil : owner)
+    }
+
+    /// `protect(path:accountId:recursive:)` of the directory open as `directory` (O_RDONLY |
+    /// O_DIRECTORY; it stays the caller's): the tree below is walked by descriptors, each
+    /// entry opened relative to its directory with O_NOFOLLOW, and each file rewritten in its
+    /// own directory by name (a new file renamed over it). A symlink, or a directory swapped
+    /// for one during the walk, is never followed. `check` sees every object before it is
+    /// changed or entered, as the descriptor the rewrite uses (`ProtectCheck`). `path` (the
+    /// directory's path, for messages and the known-roots record) is never opened.
+    /// - Throws: as `protect(path:...)`, and what `check` throws (nothing more is changed then).
+    public func protect(directory: Int32, path: String, accountId: String, recursive: Bool, check: ProtectCheck?) throws {
+        let owner = try context.resolveOwner(accountId)
+        try requireOutsideStateDirectory(path)
+        try recordKnownRoot(path, owner: owner)
+        try protectDirectory(directory, path: path, owner: owner, recursive: recursive, check: check, progress: nil)
+    }
+
+    /// `protect` of the regular file `name` in the open directory `directory` (O_RDONLY |
+    /// O_DIRECTORY; it stays the caller's), opened with O_NOFOLLOW and replaced by name in
+    /// that directory. With `encrypted`, the file ends up encrypted for `accountId` also when
+    /// the owner's policy does not require it (`mamfs encrypt` after the protect).
+    /// - Throws: as `protect(path:...)`; `.unmanagedIdentity` for `encrypted` with an
+    ///   unmanaged owner; `.system(EMLINK)` when encrypting a file with other hard links; what
+    ///   `check` throws (nothing is changed then).
+    public func protect(file name: String, in directory: Int32, path: String, accountId: String, encrypted: Bool,
+                        check: ProtectCheck?) throws {
+        let owner = try context.resolveOwner(accountId)
+        try requireOutsideStateDirectory(path)
+        try recordKnownRoot(path, owner: owner)
+        try protectFile(NameInDirectory(directory: directory, name: name, path: path), owner: owner, encrypted: encrypted,
+                        check: check, as: .target)
     }
 
     /// Protects only if `path` is not already owned by `accountId`. Mirrors `verifyAndProtect:`.
@@ -101,39 +155,90 @@ public struct FileProtectionManager: Sendable {
         try protect(path: path, accountId: owner)
     }
 
-    /// Encrypts the plain-tagged file at `path` for the owner it already names when that
-    /// owner's policy requires file encryption (a policy switched to encryption after the file
-    /// was written): the whole file, atomically, as `protect` rewrites it (an encrypted copy in
-    /// a temp file of the same directory, renamed over it; mode, owner, times and xattrs kept).
-    /// Nothing else changes (no known root is recorded).
+    /// Encrypts the plain-tagged file `name` in the open directory `directory` (it stays the
+    /// caller's; `path` for messages) for the owner it already names when that owner's policy
+    /// requires file encryption (a policy switched to encryption after the file was written):
+    /// the whole file, atomically, as `protect` rewrites it (an encrypted copy in a temp file
+    /// of the same directory, renamed over it; mode, owner, times and xattrs kept). The file is
+    /// opened with O_NOFOLLOW; `check` sees it first (`.target`). Nothing else changes (no
+    /// known root is recorded).
     /// - Returns: true when the file was rewritten; false when nothing was due (untagged,
     ///   encrypted already, or an owner without the requirement).
     /// - Throws: `.system(errno: EMLINK)` for a file with several hard links (their names would
-    ///   keep the plaintext); otherwise as `protect`. The file is unchanged then.
-    public func encryptIfRequired(path: String) throws -> Bool {
-        guard let header = try readHeader(path), !header.isEncrypted, !header.owner.isEmpty,
-              context.policyEvaluator.isFileEncryptionRequired(accountId: header.owner) else { return false }
-        try protectFile(path, owner: header.owner)
-        return true
+    ///   keep the plaintext), `.system(ENOSPC)`; otherwise as `protect`. The file is unchanged then.
+    public func encryptIfRequired(file name: String, in directory: Int32, path: String, check: ProtectCheck?) throws -> Bool {
+        let place = NameInDirectory(directory: directory, name: name, path: path)
+        return try withFileForRewrite(place, check: check, as: .target) { source, st in
+            guard let header = try readHeader(source.rawValue, path: path), !header.isEncrypted, !header.owner.isEmpty,
+                  context.policyEvaluator.isFileEncryptionRequired(accountId: header.owner) else { return false }
+            try rewrite(source, st, place, header: header, owner: header.owner, encrypted: false)
+            return true
+        }
     }
 
-    private func protectTree(_ directory: String, owner: String, done: inout Int, progress: ((Int) -> Void)?) throws {
-        let entries: [String]
-        do { entries = try FileManager.default.contentsOfDirectory(atPath: directory) } catch {
-            throw MAMError.system("list \(directory)", errno: EACCES)
+    /// Tags the directory open as `directory` and, with `recursive`, protects what is below.
+    /// The tag goes first (files made in the directory meanwhile get the new owner); when the
+    /// walk fails the directory gets its old tag back (none: removed), so it does not claim an
+    /// owner its files do not all have, and the same change asked again walks again.
+    private func protectDirectory(_ directory: Int32, path: String, owner: String, recursive: Bool, check: ProtectCheck?,
+                                  progress: ((Int) -> Void)?) throws {
+        if let check { try check(.target, try SystemCall.stat(fd: directory)) }
+        let previous = DirectoryOwner.read(fd: directory)
+        try DirectoryOwner.write(fd: directory, path: path, owner: owner)
+        guard recursive else { return }
+        var done = 0
+        do {
+            try protectTree(directory, path: path, owner: owner, check: check, done: &done, progress: progress)
+        } catch {
+            if let previous {
+                try? DirectoryOwner.write(fd: directory, path: path, owner: previous)
+            } else {
+                try? ExtendedAttributes(descriptor: directory).remove(DirectoryOwner.attributeName)
+            }
+            throw error
         }
-        for name in entries.sorted() {
-            let child = directory + "/" + name
-            var st = stat()
-            guard lstat(child, &st) == 0 else { continue }
+    }
+
+    /// The walk below the open directory `directory`, by descriptors: each entry is looked at
+    /// with fstatat(AT_SYMLINK_NOFOLLOW), a directory entered with O_NOFOLLOW, a file rewritten
+    /// by name in `directory`. Symlinks and other kinds are left alone.
+    private func protectTree(_ directory: Int32, path: String, owner: String, check: ProtectCheck?,
+                             done: inout Int, progress: ((Int) -> Void)?) throws {
+        var names: [String] = []
+        do {
+            var entries = try DirectoryIterator(duplicating: directory)
+            while let entry = try entries.next() {
+                guard let name = String(validating: entry.name, as: UTF8.self) else {
+                    let shown = PathName.appending(String(decoding: entry.name, as: UTF8.self), to: path)
+                    throw MAMError.system("\(shown): the name is not valid UTF-8; it cannot be protected", errno: EILSEQ)
+                }
+                names.append(name)
+            }
+        } catch let error as Errno {
+            throw MAMError.system("list \(path)", errno: error.rawValue)
+        }
+        for name in names.sorted() {
+            let child = PathName.appending(name, to: path)
+            guard let st = try? SystemCall.stat(in: directory, name) else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
                 // The state directory holds the keys: protecting it would lock the state out.
                 if isStateDirectory(st) { continue }
-                if DirectoryOwner.read(path: child) != nil { try DirectoryOwner.write(path: child, owner: owner) }
-                try protectTree(child, owner: owner, done: &done, progress: progress)
+                let sub: FileDescriptor
+                do { sub = try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } catch {
+                    // Gone, or no longer a directory (a symlink now): not followed.
+                    if error == .noSuchFile || error == .notDirectory || error.rawValue == ELOOP { continue }
+                    throw MAMError.system(child, errno: error.rawValue)
+                }
+                let opened = try SystemCall.stat(fd: sub.rawValue)
+                if isStateDirectory(opened) { continue }
+                let tagged = DirectoryOwner.read(fd: sub.rawValue) != nil
+                try check?(.directory(tagged: tagged), opened)
+                if tagged { try DirectoryOwner.write(fd: sub.rawValue, path: child, owner: owner) }
+                try protectTree(sub.rawValue, path: child, owner: owner, check: check, done: &done, progress: progress)
             case S_IFREG:
-                try protectFile(child, owner: owner)
+                try protectFile(NameInDirectory(directory: directory, name: name, path: child), owner: owner, encrypted: false,
+                                check: check, as: .file)
                 done += 1
                 progress?(done)
             default:
@@ -142,20 +247,47 @@ public struct FileProtectionManager: Sendable {
         }
     }
 
-    private func protectFile(_ path: String, owner: String) throws {
-        let header = try readHeader(path)
-        let wantEncrypted = context.policyEvaluator.isFileEncryptionRequired(accountId: owner)
+    /// Protects the file at `place` for `owner` (encrypted also without the policy's
+    /// requirement with `encrypted`); `check` sees it first as `object`.
+    private func protectFile(_ place: NameInDirectory, owner: String, encrypted: Bool, check: ProtectCheck?,
+                             as object: ProtectedObject) throws {
+        try withFileForRewrite(place, check: check, as: object) { source, st in
+            let header = try readHeader(source.rawValue, path: place.path)
+            try rewrite(source, st, place, header: header, owner: owner, encrypted: encrypted)
+        }
+    }
+
+    /// Runs `body` on the regular file at `place`, open for a rewrite in place, and its fstat:
+    /// anything else at the name (a symlink included) is refused, the file is opened with
+    /// O_NOFOLLOW and `check` sees it first.
+    private func withFileForRewrite<R>(_ place: NameInDirectory, check: ProtectCheck?, as object: ProtectedObject,
+                                       _ body: (borrowing FileDescriptor, stat) throws -> R) throws -> R {
+        try OutputTarget.requireReplaceable(in: place.directory, name: place.name, path: place.path, inPlace: true)
+        let source = try openRegularFile(place)
+        let st = try SystemCall.stat(fd: source.rawValue)
+        try check?(object, st)
+        return try body(source, st)
+    }
+
+    /// Rewrites the file open as `source` (`st`, with `header`) at `place` for `owner`:
+    /// nothing when it is already as the owner's policy (or `encrypted`) wants it, the header
+    /// alone when its key is rewrapped for another managed owner, else the whole body.
+    private func rewrite(_ source: borrowing FileDescriptor, _ st: stat, _ place: NameInDirectory,
+                         header: ProtectedFileHeader?, owner: String, encrypted: Bool) throws {
+        let required = context.policyEvaluator.isFileEncryptionRequired(accountId: owner)
+        let wantEncrypted = required || encrypted
         if let header, header.owner == owner, header.isEncrypted == wantEncrypted { return }
         if let header, header.isEncrypted, wantEncrypted, let encryption = header.encryption {
             // Managed to managed: rewrap the file key, body bytes unchanged.
             let oldKey = try context.keys.key(accountId: header.owner, keyId: encryption.keyId)
             let (keyId, newKey) = try context.keys.currentKey(accountId: owner)
             let newHeader = try header.rewrapped(owner: owner, keyId: keyId, oldAccountKey: oldKey, newAccountKey: newKey)
-            try rewriteHeader(path, from: header, to: newHeader)
+            try rewriteHeader(source, st, place, from: header, to: newHeader)
             return
         }
-        let (newHeader, newKey) = try context.newFileHeader(owner: owner)
-        try transform(path, header: header, to: newHeader, fileKey: newKey, output: nil)
+        let (newHeader, newKey) = required || !encrypted ? try context.newFileHeader(owner: owner)
+                                                         : try context.newEncryptedHeader(owner: owner)
+        try transform(source, st, path: place.path, header: header, to: newHeader, fileKey: newKey, into: place, inPlace: true)
     }
 
     // MARK: Encrypt / decrypt
@@ -167,9 +299,12 @@ public struct FileProtectionManager: Sendable {
     public func encryptFile(path: String, forAccountId accountId: String, output: String? = nil) throws {
         try requireRegularFile(path)
         let owner = try context.resolveOwner(accountId)
-        let header = try readHeader(path)
+        let source = try openRegularFile(path)
+        let header = try readHeader(source.rawValue, path: path)
         let (newHeader, fileKey) = try context.newEncryptedHeader(owner: owner)
-        try transform(path, header: header, to: newHeader, fileKey: fileKey, output: output)
+        try reportingFullDiskAsOutputError(output ?? path) {
+            try transform(source, path: path, header: header, to: newHeader, fileKey: fileKey, output: output)
+        }
     }
 
     /// Decrypts `path` to its plain bytes (no header), in place or into `toCopyPath` leaving the
@@ -179,13 +314,16 @@ public struct FileProtectionManager: Sendable {
     ///   A plain-tagged file is decrypted (its tag stripped) whoever it names.
     public func decryptFile(path: String, toCopyPath: String? = nil) throws {
         try requireRegularFile(path)
-        let header = try requireDecryptable(path)
-        try transform(path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+        let source = try openRegularFile(path)
+        let header = try requireDecryptable(source.rawValue, path: path)
+        try reportingFullDiskAsOutputError(toCopyPath ?? path) {
+            try transform(source, path: path, header: header, to: nil, fileKey: nil, output: toCopyPath)
+        }
     }
 
-    /// The header of a file `decrypt` may decrypt.
-    private func requireDecryptable(_ path: String) throws -> ProtectedFileHeader {
-        guard let header = try readHeader(path) else {
+    /// The header of a file `decrypt` may decrypt (open as `fd`).
+    private func requireDecryptable(_ fd: Int32, path: String) throws -> ProtectedFileHeader {
+        guard let header = try readHeader(fd, path: path) else {
             throw MAMError.failedToDecrypt("\(path) is not a protected file")
         }
         // A plain-tagged file naming a managed account is accepted: plain headers are not
@@ -214,9 +352,10 @@ public struct FileProtectionManager: Sendable {
     /// - Throws: as `decryptFile`; `.system` when writing to `stream` fails.
     public func decryptFile(path: String, toStream stream: Int32) throws {
         try requireRegularFile(path)
-        let header = try requireDecryptable(path)
+        let source = try openRegularFile(path)
+        let header = try requireDecryptable(source.rawValue, path: path)
         try OutputTarget.throughMemory(to: stream) { fd in
-            try copyContent(path, header: header, into: fd, header: nil, fileKey: nil)
+            try copyContent(source.rawValue, header: header, into: fd, header: nil, fileKey: nil)
         }
     }
 
@@ -224,7 +363,12 @@ public struct FileProtectionManager: Sendable {
     private func copyContent(_ path: String, header: ProtectedFileHeader?, into fd: Int32,
                              header newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?) throws {
         let sourceFile = try openRegularFile(path)
-        let sourceFD = sourceFile.rawValue
+        try copyContent(sourceFile.rawValue, header: header, into: fd, header: newHeader, fileKey: newKey)
+    }
+
+    /// Copies the plaintext of the file open as `sourceFD` into the empty file `fd`.
+    private func copyContent(_ sourceFD: Int32, header: ProtectedFileHeader?, into fd: Int32,
+                             header newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?) throws {
         let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         try copyPlaintext(from: source, to: try ProtectedFileContent(fd: fd, header: newHeader, fileKey: newKey))
     }
@@ -238,45 +382,53 @@ public struct FileProtectionManager: Sendable {
 
     // MARK: Rewriting
 
-    /// Copies the plaintext of `path` into a new file with `newHeader`, atomically replacing
-    /// `output ?? path`. Mode, owner and times are kept.
-    private func transform(_ path: String, header: ProtectedFileHeader?, to newHeader: ProtectedFileHeader?,
-                           fileKey newKey: SymmetricKey?, output: String?) throws {
-        let sourceFile = try openRegularFile(path)
-        let sourceFD = sourceFile.rawValue
-        var st = stat()
-        fstat(sourceFD, &st)
-        if output == nil, newHeader?.isEncrypted == true, st.st_nlink > 1 {
+    /// `transform` for the command line's encrypt and decrypt: replaces `output ?? path`,
+    /// resolved by path (the caller's own), refusing anything there but a regular file.
+    private func transform(_ source: borrowing FileDescriptor, path: String, header: ProtectedFileHeader?,
+                           to newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?, output: String?) throws {
+        let target = output ?? path
+        let directory: FileDescriptor
+        do { directory = try FileDescriptor.open(PathName.directory(of: target), O_RDONLY | O_DIRECTORY | O_CLOEXEC) } catch {
+            throw MAMError.cannotCreateOutput("\(target): \(error)")
+        }
+        let place = NameInDirectory(directory: directory.rawValue, name: PathName.lastComponent(of: target), path: target)
+        try OutputTarget.requireReplaceable(in: place.directory, name: place.name, path: target, inPlace: output == nil)
+        try transform(source, try SystemCall.stat(fd: source.rawValue), path: path, header: header, to: newHeader, fileKey: newKey,
+                      into: place, inPlace: output == nil)
+    }
+
+    /// Copies the plaintext of the file open as `source` (`st`; `path` for messages) into a
+    /// new file with `newHeader`, atomically replacing the entry at `place`. Mode, owner and
+    /// times are kept; in place also the extended attributes, and the entry must still be the
+    /// source when the new file goes in (else EAGAIN, nothing replaced).
+    private func transform(_ source: borrowing FileDescriptor, _ st: stat, path: String, header: ProtectedFileHeader?,
+                           to newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?,
+                           into place: NameInDirectory, inPlace: Bool) throws {
+        if inPlace, newHeader?.isEncrypted == true, st.st_nlink > 1 {
             // The rewrite makes a new inode: the other names would keep the plaintext.
             throw MAMError.system("\(path) has \(st.st_nlink) hard links: encrypting it in place would leave its plaintext under the other names (remove them, or encrypt a copy with -o)", errno: EMLINK)
         }
-        let source = try ProtectedFileContent(fd: sourceFD, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
-        let target = output ?? path
-        try OutputTarget.requireReplaceable(target, inPlace: output == nil)
-        let writer = try AtomicFileWriter(targetPath: target)
+        let content = try ProtectedFileContent(fd: source.rawValue, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
+        let writer = try AtomicFileWriter(in: place.directory, name: place.name, path: place.path)
         let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
         do {
-            try copyPlaintext(from: source, to: destination)
-            if output == nil { copyExtendedAttributes(from: sourceFD, to: writer.fd) }
-            writer.copyAttributes(from: st, keepTimes: output == nil)
+            try copyPlaintext(from: content, to: destination)
+            if inPlace { try copyExtendedAttributes(from: source.rawValue, to: writer.fd, path: path) }
+            writer.copyAttributes(from: st, keepTimes: inPlace)
+            if inPlace { try requireUnchanged(place, st) }
             try writer.commit()
-        } catch let error as MAMError {
+        } catch {
             writer.abort()
-            if case .system(let what, let code) = error, code == ENOSPC || code == EDQUOT {
-                throw MAMError.cannotCreateOutput("\(target): \(what): \(String(cString: strerror(code)))")
-            }
             throw error
         }
     }
 
-    /// Replaces the header of an encrypted file whose body stays byte-for-byte the same.
-    private func rewriteHeader(_ path: String, from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
-        let sourceFile = try openRegularFile(path)
-        let sourceFD = sourceFile.rawValue
-        var st = stat()
-        fstat(sourceFD, &st)
-        try OutputTarget.requireReplaceable(path, inPlace: true)
-        let writer = try AtomicFileWriter(targetPath: path)
+    /// Replaces the header of the encrypted file open as `source` (at `place`) whose body
+    /// stays byte-for-byte the same.
+    private func rewriteHeader(_ source: borrowing FileDescriptor, _ st: stat, _ place: NameInDirectory,
+                               from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
+        let sourceFD = source.rawValue
+        let writer = try AtomicFileWriter(in: place.directory, name: place.name, path: place.path)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         do {
@@ -289,9 +441,10 @@ public struct FileProtectionManager: Sendable {
                 try FileIO.pwriteFully(writer.fd, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: outOffset)
                 offset += Int64(n); outOffset += Int64(n)
             }
-            copyExtendedAttributes(from: sourceFD, to: writer.fd)
+            try copyExtendedAttributes(from: sourceFD, to: writer.fd, path: place.path)
             HeaderHint.store(new, fd: writer.fd)
             writer.copyAttributes(from: st, keepTimes: true)
+            try requireUnchanged(place, st)
             try writer.commit()
         } catch {
             writer.abort()
@@ -299,14 +452,34 @@ public struct FileProtectionManager: Sendable {
         }
     }
 
+    /// Throws EAGAIN unless the entry at `place` is still the file `st` describes (another
+    /// process may have put something else under the name while the copy was made).
+    private func requireUnchanged(_ place: NameInDirectory, _ st: stat) throws {
+        guard let now = try? SystemCall.stat(in: place.directory, place.name), now.st_dev == st.st_dev, now.st_ino == st.st_ino else {
+            throw MAMError.system("\(place.path) was replaced while it was rewritten; nothing changed", errno: EAGAIN)
+        }
+    }
+
     /// Copies the extended attributes of `source` to `destination`, except the header hint,
     /// which belongs to the destination's own header (written with it, or absent when untagged).
-    private func copyExtendedAttributes(from source: Int32, to destination: Int32) {
+    /// - Throws: `.system` when a `user.` attribute cannot be set, or any attribute fails for
+    ///   want of space (ENOSPC, EDQUOT) or with EIO: the rewrite then fails and the file stays
+    ///   as it was, rather than losing the attribute. Others the process may not set
+    ///   (`security.`, `trusted.` ...) are left behind.
+    private func copyExtendedAttributes(from source: Int32, to destination: Int32, path: String) throws {
         let from = ExtendedAttributes(descriptor: source)
         let to = ExtendedAttributes(descriptor: destination)
         guard let names = try? from.names() else { return }
         for name in names where name != HeaderHint.attributeName {
-            if let value = try? from.get(name) { try? to.set(name, value) }
+            guard let value = try? from.get(name) else { continue }
+            do {
+                try to.set(name, value)
+            } catch {
+                let code = error.rawValue
+                if name.hasPrefix("user.") || code == ENOSPC || code == EDQUOT || code == EIO {
+                    throw MAMError.system("copy extended attribute \(name) of \(path)", errno: code)
+                }
+            }
         }
     }
 
@@ -316,6 +489,13 @@ public struct FileProtectionManager: Sendable {
         var state = stat()
         guard stat(context.stateDirectory.url.path, &state) == 0 else { return false }
         return state.st_dev == st.st_dev && state.st_ino == st.st_ino
+    }
+
+    /// Throws `.invalidArguments` when `path` is the state directory or lies below it.
+    private func requireOutsideStateDirectory(_ path: String) throws {
+        if try isInsideStateDirectory(path) {
+            throw MAMError.invalidArguments("\(path) is inside the mamfs state directory \(context.stateDirectory); it cannot be protected")
+        }
     }
 
     /// True when `path` is the state directory or lies below it.
@@ -349,11 +529,43 @@ public struct FileProtectionManager: Sendable {
 
     private func readHeader(_ path: String) throws -> ProtectedFileHeader? {
         let file = try openRegularFile(path)
+        return try readHeader(file.rawValue, path: path)
+    }
+
+    /// The header of the file open as `fd` (`path` for messages).
+    private func readHeader(_ fd: Int32, path: String) throws -> ProtectedFileHeader? {
         do {
-            return try ProtectedFileHeader.read(fd: file.rawValue)
+            return try ProtectedFileHeader.read(fd: fd)
         } catch MAMError.authenticationFailed(let why) {
             throw MAMError.authenticationFailed("\(path): \(why)")
         }
+    }
+
+    /// Opens the directory `path` (resolved as given) for a walk or a rewrite inside it.
+    /// - Throws: `.fileNotFound`; `.system`.
+    private func openDirectory(_ path: String) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            if error == .noSuchFile { throw MAMError.fileNotFound(path) }
+            throw MAMError.system(path, errno: error.rawValue)
+        }
+    }
+
+    /// `openRegularFile` of the entry at `place`, never through a symlink at its name.
+    private func openRegularFile(_ place: NameInDirectory) throws -> FileDescriptor {
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(in: place.directory, place.name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
+        } catch {
+            if error == .noSuchFile { throw MAMError.fileNotFound(place.path) }
+            if error.rawValue == ELOOP { throw MAMError.invalidArguments("\(place.path) is not a regular file") }
+            throw MAMError.system(place.path, errno: error.rawValue)
+        }
+        guard let st = try? file.stat(), (st.st_mode & S_IFMT) == S_IFREG else {
+            throw MAMError.invalidArguments("\(place.path) is not a regular file")
+        }
+        return file
     }
 
     /// Opens `path` read-only without blocking (a FIFO or device put in its place never

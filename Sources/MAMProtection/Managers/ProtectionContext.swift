@@ -260,11 +260,6 @@ public final class ProtectionContext: @unchecked Sendable {
         DirectoryOwner.read(fd: fd)
     }
 
-    /// `mamfs protect` on a backing path (see `FileProtectionManager.protect`).
-    public func protect(path: String, accountId: String, recursive: Bool) throws {
-        try files.protect(path: path, accountId: accountId, recursive: recursive, progress: nil)
-    }
-
     /// The audit log of this state directory (`audit.log`): one per context, created on first use.
     public var auditLog: AuditLog {
         lock.lock()
