@@ -66,17 +66,16 @@ enum ProtectCommands {
                 }
                 var started = false, finished = false
                 defer {
-                    // A tree protect that failed part of the way has changed the files before
-                    // the failure: that is recorded too.
+                    // A tree protect that failed after it did a file has changed the files
+                    // before the failure: that is recorded too.
                     if started && !finished && recursive && !audited {
                         CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                             owner: action == "declassify" ? oldOwner : accountId)
                     }
                 }
                 try attempt(path) {
-                    started = true
                     try context.files.protect(path: backing, accountId: accountId, recursive: recursive,
-                                              progress: recursive ? { progress.update("\($0) files") } : nil)
+                                              progress: recursive ? { started = true; progress.update("\($0) files") } : nil)
                 }
                 finished = true
                 progress.finish()

@@ -109,6 +109,24 @@ struct EnforcementMountTests {
         #expect(try context(m).auditLog.verify().isVerified)
     }
 
+    @Test("block: an unmanaged program's truncate(2) of a work file by name is EACCES and changes nothing")
+    func truncateByNameIsAdmittedAsAWrite() throws {
+        let m = try MountedFixture(.managed)
+        defer { m.close() }
+        try EnforcementMountTests.prepare(m, level: "block")
+        let r = try m.sh(#"""
+        python3 -c '
+        import errno, os
+        try:
+            os.truncate("work.txt", 4)
+            print("ok")
+        except OSError as e:
+            print(errno.errorcode[e.errno])
+        ' && "$BASE/bin/cat" work.txt
+        """#)
+        #expect(r.status == 0 && r.out == "EACCES\nwork-secret", "\(r.out) \(r.err)")
+    }
+
     @Test("a policy changed while the mount runs changes the answer for a program already decided")
     func policyChangeReachesDecidedProgram() throws {
         let m = try MountedFixture(.managed)

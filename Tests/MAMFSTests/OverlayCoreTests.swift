@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import MAMSystem
 @testable import MAMFS
 @testable import MAMProtection
 
@@ -55,6 +56,32 @@ struct OverlayCoreTests {
         let attributes = try f.request { try f.fs.getattr(created.entry.nodeid, caller: f.caller) }
         #expect(attributes.st_size == plaintext.count)
         #expect((attributes.st_mode & S_IFMT) == S_IFREG)
+    }
+
+    @Test("repoint after a rewrite takes only a file with the old one's owner, group and mode: another file renamed there is not followed")
+    func repointRefusesAForeignFile() throws {
+        let f = try OverlayCoreFixture()
+        let created = try f.request { try f.fs.create(parent: f.root, name: "mine", mode: 0o644, flags: O_CREAT | O_WRONLY, caller: f.caller) }
+        f.fs.release(created.handle, caller: f.caller)
+        let inode = try #require(f.fs.table.inode(created.entry.nodeid))
+        let key = inode.key
+        // Another user's file put under the name directly in the backing directory.
+        let foreign = f.backing + "/foreign"
+        try Data("someone else's".utf8).write(to: URL(fileURLWithPath: foreign))
+        #expect(chown(foreign, 65534, 65534) == 0 && chmod(foreign, 0o600) == 0)
+        #expect(rename(foreign, f.backing + "/mine") == 0)
+        try f.request { try inode.contentLock.writing { f.fs.repoint(inode, toPath: f.backing + "/mine", handles: .follow) } }
+        #expect(inode.key == key, "the entry now points at another user's file")
+        // A file as a rewrite leaves it (the old one's owner, group and mode) is followed.
+        let old = try SystemCall.stat(fd: inode.descriptor())
+        let copy = f.backing + "/copy"
+        try Data("rewritten".utf8).write(to: URL(fileURLWithPath: copy))
+        #expect(chown(copy, old.st_uid, old.st_gid) == 0 && chmod(copy, old.st_mode & 0o7777) == 0)
+        #expect(rename(copy, f.backing + "/mine") == 0)
+        try f.request { try inode.contentLock.writing { f.fs.repoint(inode, toPath: f.backing + "/mine", handles: .follow) } }
+        #expect(inode.key != key)
+        var st = stat()
+        #expect(stat(f.backing + "/mine", &st) == 0 && inode.key == BackingKey(st))
     }
 
     @Test("An unmanaged mount writes plain files with a header; getattr answers the plaintext size")

@@ -238,8 +238,8 @@ extension OverlayFilesystem {
     /// The path of `inode` in the mount: the mountpoint and the path below the backing root.
     func mountPath(_ inode: Inode) throws -> String {
         let backing = try backingPath(inode)
-        guard backing.hasPrefix(rootPath) else { return options.mountpoint }
-        return options.mountpoint + backing.dropFirst(rootPath == "/" ? 0 : rootPath.count)
+        guard let relative = PathName.relative(backing, below: rootPath) else { return options.mountpoint }
+        return PathName.appending(relative, to: options.mountpoint)
     }
 
     /// The mount path of `name` in the directory `directory`.

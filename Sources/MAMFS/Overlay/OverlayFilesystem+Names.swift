@@ -48,8 +48,14 @@ extension OverlayFilesystem {
             }
             return try inode.contentLock.writing { try changeMetadataKeepingHeader(inode, handle, changes) }
         }
+        guard inode.isRegular else {
+            try applyMetadata(inode, handle, changes)
+            throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL)
+        }
+        // truncate(2) by name changes the content as an open for writing would: admitted the
+        // same way (a handle was admitted when it was opened).
+        if handle == nil { try admit(.open(flags: O_WRONLY), on: inode, by: caller) }
         try applyMetadata(inode, handle, changes)
-        guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
         try clearSetIDBits(fd: handle?.fd ?? inode.fd, nodeid: nodeid, for: caller)
         if handle == nil { try hooks.materializeIfPlaceholder(inode, in: self) }
         try truncate(inode, to: size, handle: handle)

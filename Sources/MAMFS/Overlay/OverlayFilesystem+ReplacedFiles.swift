@@ -67,14 +67,13 @@ extension OverlayFilesystem {
     /// files below it that have entries, each with the path it had just before (checked to
     /// name its own file), so that those the change rewrote can be followed by name.
     func filesBelow(_ path: String) -> [(Inode, String)] {
-        let prefix = path.hasSuffix("/") ? path : path + "/"
         var found: [(Inode, String)] = []
         for inode in table.all where inode.isRegular && !inode.isSuperseded {
             DescriptorCache.withPins {
                 // backingPath: by another name of the file when the one its descriptor was
                 // opened by is gone (a hard link).
                 guard table.descriptors.openDescriptor(of: inode) != nil,
-                      let filePath = try? backingPath(inode), filePath.hasPrefix(prefix) else { return }
+                      let filePath = try? backingPath(inode), PathName.relative(filePath, below: path) != nil else { return }
                 found.append((inode, filePath))
             }
         }
@@ -94,6 +93,14 @@ extension OverlayFilesystem {
             // Rewritten in place: same descriptor, new header (no dup: that kept one more
             // descriptor per protect until the entry went away).
             inode.invalidateCachedHeader()
+            return
+        }
+        // A rewrite keeps the file's owner, group and mode: a file under the name without them
+        // is not the rewrite's (another file renamed there meanwhile, directly in the backing
+        // directory), and the entry and its handles stay where they are.
+        let old = try? SystemCall.stat(fd: inode.descriptor())
+        guard let old, st.st_uid == old.st_uid, st.st_gid == old.st_gid, st.st_mode == old.st_mode else {
+            supersede(inode, names: [path])
             return
         }
         if handles == .keepApart {

@@ -100,6 +100,10 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// the tree between the caller's permission check and the rewrite of what was checked.
     let namespaceLock = ReadWriteLock()
 
+    /// The backing root for lookups by backing path made on a caller's behalf (+Confined):
+    /// resolved below it without crossing a symlink.
+    let confinedRoot: ConfinedDirectory
+
     /// Opens the backing root `rootPath` (absolute, symlink-free) and, for a provider mount,
     /// binds it and runs the provider's first pass.
     /// - Throws: `MAMError` when the root cannot be opened or the provider cannot be bound.
@@ -120,6 +124,7 @@ final class OverlayFilesystem: @unchecked Sendable {
             throw MAMError.system("stat \(rootPath)", errno: error.rawValue)
         }
         table = InodeTable(rootFD: root.take(), rootStat: st)
+        confinedRoot = try ConfinedDirectory(path: rootPath)
         daemonLog.update(from: context)
         hooks = try OverlayFilesystem.makeHooks(options: options, rootPath: rootPath, context: context, log: daemonLog)
         _ = context.refreshIfChanged()

@@ -21,11 +21,11 @@ import MAMSystem
 /// Calls return what the POSIX call they wrap returns (`-1` / nil with `errno` set), so call
 /// sites read like the path-based code they replace. Thread-safe: the root descriptor is
 /// only read after `init`.
-final class ConfinedDirectory: @unchecked Sendable {
+public final class ConfinedDirectory: @unchecked Sendable {
     /// The directory as given (for messages).
-    let path: String
+    public let path: String
     /// O_PATH descriptor of the directory.
-    let descriptor: Int32
+    public let descriptor: Int32
     /// False: always resolve by the descriptor walk (what kernels without openat2 get).
     private let tryOpenat2: Bool
 
@@ -33,7 +33,7 @@ final class ConfinedDirectory: @unchecked Sendable {
     /// - Parameter useOpenat2: false to resolve by the descriptor walk only (tests of the
     ///   fallback).
     /// - Throws: `MAMError.system` with the errno (ENOENT, ENOTDIR, EACCES ...).
-    init(path: String, useOpenat2: Bool = true) throws {
+    public init(path: String, useOpenat2: Bool = true) throws {
         self.path = path
         tryOpenat2 = useOpenat2
         do {
@@ -47,10 +47,12 @@ final class ConfinedDirectory: @unchecked Sendable {
 
     /// The components of a relative path, nil (with `errno` = ENOENT) for one that is absolute
     /// or holds "", "." or ".." components.
+    /// Split at every "/" byte (never by Characters: "/" and a combining mark after it are one).
     static func components(_ relative: String) -> [String]? {
         if relative.isEmpty { return [] }
-        let parts = relative.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard !relative.hasPrefix("/"), !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) else {
+        let parts = relative.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false).map { String(Substring($0)) }
+        func isDots(_ part: String) -> Bool { part.utf8.elementsEqual(".".utf8) || part.utf8.elementsEqual("..".utf8) }
+        guard relative.unicodeScalars.first != "/", !parts.contains(where: { $0.isEmpty || isDots($0) }) else {
             errno = ENOENT
             return nil
         }
@@ -69,7 +71,7 @@ final class ConfinedDirectory: @unchecked Sendable {
     ///   - flags: open(2) flags (O_CLOEXEC is always added; O_NOFOLLOW is implied).
     ///   - mode: for O_CREAT.
     /// - Returns: the descriptor, or -1 with `errno`.
-    func open(_ relative: String, _ flags: Int32, mode: mode_t = 0) -> Int32 {
+    public func open(_ relative: String, _ flags: Int32, mode: mode_t = 0) -> Int32 {
         guard let parts = Self.components(relative) else { return -1 }
         if parts.isEmpty { return openat(descriptor, ".", flags | O_CLOEXEC, mode) }
         var fd: Int32 = -1

@@ -28,20 +28,32 @@ public final class AtomicFileWriter {
         } catch {
             throw MAMError.cannotCreateOutput("\(targetPath): \(error)")
         }
-        try self.init(adopting: directory, name: PathName.lastComponent(of: targetPath), path: targetPath)
+        try self.init(adopting: directory, name: PathName.lastComponent(of: targetPath), path: targetPath, fullDiskAsSystemError: false)
     }
 
     /// Creates the temp file in the open directory `directory` (borrowed: it stays the
-    /// caller's), to replace its entry `name`; every later step is relative to the directory's
-    /// descriptor, so no path is resolved again. `path` names the target in messages only.
-    /// - Throws: `.cannotCreateOutput` when the directory is not writable or full.
+    /// caller's; O_PATH is enough), to replace its entry `name`; every later step is relative
+    /// to the directory, reopened from the descriptor (".", for the fsync), so no path is
+    /// resolved again. `path` names the target in messages only.
+    /// - Throws: `.system` with ENOSPC or EDQUOT for a full disk, `.cannotCreateOutput` when
+    ///   the directory is not writable.
     public convenience init(in directory: Int32, name: String, path: String) throws {
-        let copy = fcntl(directory, F_DUPFD_CLOEXEC, 0)
-        guard copy >= 0 else { throw MAMError.cannotCreateOutput("\(path): \(Errno.current)") }
-        try self.init(adopting: FileDescriptor(adopting: copy), name: name, path: path)
+        let reopened: FileDescriptor
+        do {
+            reopened = try FileDescriptor.open(in: directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            throw MAMError.cannotCreateOutput("\(path): \(error)")
+        }
+        try self.init(adopting: reopened, name: name, path: path, fullDiskAsSystemError: true)
     }
 
-    private init(adopting directory: consuming FileDescriptor, name: String, path: String) throws {
+    private init(adopting directory: consuming FileDescriptor, name: String, path: String, fullDiskAsSystemError: Bool) throws {
+        func failure(_ error: Errno) -> MAMError {
+            if fullDiskAsSystemError, error.rawValue == ENOSPC || error.rawValue == EDQUOT {
+                return .system("create a temp file for \(path)", errno: error.rawValue)
+            }
+            return .cannotCreateOutput("\(path): \(error)")
+        }
         self.targetPath = path
         targetName = name
         var temporaryPath: String?
@@ -53,15 +65,13 @@ public final class AtomicFileWriter {
             unnamedFailure = error
         }
         if let unnamedFailure {
-            guard TemporaryFile.isUnavailable(unnamedFailure) else {
-                throw MAMError.cannotCreateOutput("\(path): \(unnamedFailure)")
-            }
+            guard TemporaryFile.isUnavailable(unnamedFailure) else { throw failure(unnamedFailure) }
             do {
                 let (named, tempName) = try Self.createNamed(in: directory.rawValue, for: name)
                 temporaryPath = PathName.appending(tempName, to: PathName.directory(of: path))
                 fd = named
             } catch {
-                throw MAMError.cannotCreateOutput("\(path): \(error)")
+                throw failure(error)
             }
         }
         self.fd = fd

@@ -28,11 +28,12 @@ public enum DirectoryOwner {
         }
     }
 
-    /// Tags the directory open as `fd` (`path` for messages only).
+    /// Tags the directory open as `fd` (O_PATH too: through its /proc/self/fd path; `path`
+    /// for messages only).
     /// - Throws: `.system` when the backing filesystem refuses user xattrs.
     public static func write(fd: Int32, path: String, owner: String) throws {
         do {
-            try ExtendedAttributes(descriptor: fd).set(attributeName, string: AccountIdentity.canonical(owner))
+            try ExtendedAttributes(descriptorPath: fd).set(attributeName, string: AccountIdentity.canonical(owner))
         } catch {
             throw MAMError.system("tag directory \(path)", errno: error.rawValue)
         }

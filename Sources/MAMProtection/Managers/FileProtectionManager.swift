@@ -85,25 +85,30 @@ public struct FileProtectionManager: Sendable {
         let owner = try context.resolveOwner(accountId)
         let st = try statPath(path)
         try requireOutsideStateDirectory(path)
-        try recordKnownRoot(realPath(path), owner: owner)
+        let check = recordingKnownRoot(realPath(path), owner: owner, check: nil)
         try reportingFullDiskAsOutputError(path) {
             if (st.st_mode & S_IFMT) == S_IFDIR {
-                let directory = try openDirectory(path)
-                try protectDirectory(directory.rawValue, path: path, owner: owner, recursive: recursive, check: nil, progress: progress)
+                let directory = try openDirectory(path, forListing: recursive)
+                try protectDirectory(directory.rawValue, path: path, owner: owner, recursive: recursive, check: check, progress: progress)
             } else {
-                let parent = try openDirectory(PathName.directory(of: path))
+                let parent = try openDirectory(PathName.directory(of: path), forListing: false)
                 try protectFile(NameInDirectory(directory: parent.rawValue, name: PathName.lastComponent(of: path), path: path),
-                                owner: owner, encrypted: false, check: nil, as: .target)
+                                owner: owner, encrypted: false, check: check, as: .target)
                 progress?(1)
             }
         }
     }
 
-    /// Remembers `path` as protected for `owner` (selective wipe walks it), before anything
-    /// is rewritten: a state that cannot record it (a full state disk) stops the protect
-    /// with nothing changed.
-    private func recordKnownRoot(_ path: String, owner: String) throws {
-        try context.state.addKnownRoot(path, kind: .protected, accountId: owner.isEmpty ? nil : owner)
+    /// `check`, and once the target passed it, `path` remembered as protected for `owner`
+    /// (selective wipe walks it): after the checks (a refused change records nothing) and
+    /// before anything is rewritten (a state that cannot record it, a full state disk, stops
+    /// the protect with nothing changed).
+    private func recordingKnownRoot(_ path: String, owner: String, check: ProtectCheck?) -> ProtectCheck {
+        let state = context.state
+        return { object, st in
+            try check?(object, st)
+            if object == .target { try state.addKnownRoot(path, kind: .protected, accountId: owner.isEmpty ? nil : owner) }
+        }
     }
 
     /// Runs `body`, turning a full disk (ENOSPC, EDQUOT) into `.cannotCreateOutput` for
@@ -118,7 +123,7 @@ public struct FileProtectionManager: Sendable {
     }
 
     /// `protect(path:accountId:recursive:)` of the directory open as `directory` (O_RDONLY |
-    /// O_DIRECTORY; it stays the caller's): the tree below is walked by descriptors, each
+    /// O_DIRECTORY for a recursive protect, else O_PATH is enough; it stays the caller's): the tree below is walked by descriptors, each
     /// entry opened relative to its directory with O_NOFOLLOW, and each file rewritten in its
     /// own directory by name (a new file renamed over it). A symlink, or a directory swapped
     /// for one during the walk, is never followed. `check` sees every object before it is
@@ -128,12 +133,12 @@ public struct FileProtectionManager: Sendable {
     public func protect(directory: Int32, path: String, accountId: String, recursive: Bool, check: ProtectCheck?) throws {
         let owner = try context.resolveOwner(accountId)
         try requireOutsideStateDirectory(path)
-        try recordKnownRoot(path, owner: owner)
-        try protectDirectory(directory, path: path, owner: owner, recursive: recursive, check: check, progress: nil)
+        try protectDirectory(directory, path: path, owner: owner, recursive: recursive,
+                             check: recordingKnownRoot(path, owner: owner, check: check), progress: nil)
     }
 
-    /// `protect` of the regular file `name` in the open directory `directory` (O_RDONLY |
-    /// O_DIRECTORY; it stays the caller's), opened with O_NOFOLLOW and replaced by name in
+    /// `protect` of the regular file `name` (one component) in the open directory `directory`
+    /// (O_PATH is enough; it stays the caller's), opened with O_NOFOLLOW and replaced by name in
     /// that directory. With `encrypted`, the file ends up encrypted for `accountId` also when
     /// the owner's policy does not require it (`mamfs encrypt` after the protect).
     /// - Throws: as `protect(path:...)`; `.unmanagedIdentity` for `encrypted` with an
@@ -143,9 +148,9 @@ public struct FileProtectionManager: Sendable {
                         check: ProtectCheck?) throws {
         let owner = try context.resolveOwner(accountId)
         try requireOutsideStateDirectory(path)
-        try recordKnownRoot(path, owner: owner)
+        try NameInDirectory.requireComponent(name, path: path)
         try protectFile(NameInDirectory(directory: directory, name: name, path: path), owner: owner, encrypted: encrypted,
-                        check: check, as: .target)
+                        check: recordingKnownRoot(path, owner: owner, check: check), as: .target)
     }
 
     /// Protects only if `path` is not already owned by `accountId`. Mirrors `verifyAndProtect:`.
@@ -167,6 +172,7 @@ public struct FileProtectionManager: Sendable {
     /// - Throws: `.system(errno: EMLINK)` for a file with several hard links (their names would
     ///   keep the plaintext), `.system(ENOSPC)`; otherwise as `protect`. The file is unchanged then.
     public func encryptIfRequired(file name: String, in directory: Int32, path: String, check: ProtectCheck?) throws -> Bool {
+        try NameInDirectory.requireComponent(name, path: path)
         let place = NameInDirectory(directory: directory, name: name, path: path)
         return try withFileForRewrite(place, check: check, as: .target) { source, st in
             guard let header = try readHeader(source.rawValue, path: path), !header.isEncrypted, !header.owner.isEmpty,
@@ -183,7 +189,7 @@ public struct FileProtectionManager: Sendable {
     private func protectDirectory(_ directory: Int32, path: String, owner: String, recursive: Bool, check: ProtectCheck?,
                                   progress: ((Int) -> Void)?) throws {
         if let check { try check(.target, try SystemCall.stat(fd: directory)) }
-        let previous = DirectoryOwner.read(fd: directory)
+        let previous = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: directory))
         try DirectoryOwner.write(fd: directory, path: path, owner: owner)
         guard recursive else { return }
         var done = 0
@@ -193,7 +199,7 @@ public struct FileProtectionManager: Sendable {
             if let previous {
                 try? DirectoryOwner.write(fd: directory, path: path, owner: previous)
             } else {
-                try? ExtendedAttributes(descriptor: directory).remove(DirectoryOwner.attributeName)
+                try? ExtendedAttributes(descriptorPath: directory).remove(DirectoryOwner.attributeName)
             }
             throw error
         }
@@ -388,7 +394,7 @@ public struct FileProtectionManager: Sendable {
                            to newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?, output: String?) throws {
         let target = output ?? path
         let directory: FileDescriptor
-        do { directory = try FileDescriptor.open(PathName.directory(of: target), O_RDONLY | O_DIRECTORY | O_CLOEXEC) } catch {
+        do { directory = try FileDescriptor.open(PathName.directory(of: target), SystemConstants.pathOnly | O_DIRECTORY | O_CLOEXEC) } catch {
             throw MAMError.cannotCreateOutput("\(target): \(error)")
         }
         let place = NameInDirectory(directory: directory.rawValue, name: PathName.lastComponent(of: target), path: target)
@@ -541,11 +547,12 @@ public struct FileProtectionManager: Sendable {
         }
     }
 
-    /// Opens the directory `path` (resolved as given) for a walk or a rewrite inside it.
+    /// Opens the directory `path` (resolved as given): for reading with `forListing` (a walk),
+    /// else O_PATH (a rewrite inside it, or its tag, needs no read permission).
     /// - Throws: `.fileNotFound`; `.system`.
-    private func openDirectory(_ path: String) throws -> FileDescriptor {
+    private func openDirectory(_ path: String, forListing: Bool) throws -> FileDescriptor {
         do {
-            return try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            return try FileDescriptor.open(path, (forListing ? O_RDONLY : SystemConstants.pathOnly) | O_DIRECTORY | O_CLOEXEC)
         } catch {
             if error == .noSuchFile { throw MAMError.fileNotFound(path) }
             throw MAMError.system(path, errno: error.rawValue)

@@ -8,6 +8,15 @@ struct NameInDirectory {
     let directory: Int32
     let name: String
     let path: String
+
+    /// Throws EINVAL unless `name` is one component: not empty, ".", "..", and without a "/"
+    /// byte (which the kernel would resolve through, following a symlink on the way).
+    static func requireComponent(_ name: String, path: String) throws {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes != [0x2E], bytes != [0x2E, 0x2E], !bytes.contains(0x2F) else {
+            throw MAMError.system("\(path): not a single name", errno: EINVAL)
+        }
+    }
 }
 
 /// What a protect shows its `ProtectCheck` before it changes or enters it.

@@ -1,5 +1,10 @@
 /// Lexical path manipulation on plain strings (no filesystem access, no symlink resolution).
 ///
+/// Works on Unicode scalars, never on `Character`s or with `String`'s `==`: a "/" followed by
+/// a combining mark is one Character, and two names that differ only in normalization compare
+/// equal as Strings, while the kernel splits and compares bytes. A name with a slash inside
+/// must never pass for a single component.
+///
 /// Used instead of `NSString`'s path API, which on this platform's Foundation traps on some
 /// inputs (`("f" as NSString).deletingLastPathComponent` crashes with an illegal instruction)
 /// and answers "" for a bare name where a caller needs ".".
@@ -9,9 +14,9 @@ public enum PathName {
     /// directory the path is relative to (a provider's root, for provider-relative paths;
     /// `directory(of:)` spells it "." for paths relative to the working directory).
     public static func parent(of path: String) -> String {
-        let trimmed = trimTrailingSlashes(path)
+        let trimmed = trimTrailingSlashes(path).unicodeScalars
         guard let slash = trimmed.lastIndex(of: "/") else { return "" }
-        let head = trimTrailingSlashes(String(trimmed[..<slash]))
+        let head = trimTrailingSlashes(String(Substring(trimmed[..<slash])))
         return head.isEmpty ? "/" : head
     }
 
@@ -25,39 +30,51 @@ public enum PathName {
     /// The last component of `path`: "a/b" -> "b", "/a/b/" -> "b", "f" -> "f", "/" -> "/".
     public static func lastComponent(of path: String) -> String {
         let trimmed = trimTrailingSlashes(path)
-        if trimmed == "/" { return "/" }
-        guard let slash = trimmed.lastIndex(of: "/") else { return trimmed }
-        return String(trimmed[trimmed.index(after: slash)...])
+        let scalars = trimmed.unicodeScalars
+        if scalars.elementsEqual("/".unicodeScalars) { return "/" }
+        guard let slash = scalars.lastIndex(of: "/") else { return trimmed }
+        return String(Substring(scalars[scalars.index(after: slash)...]))
+    }
+
+    /// `path` below the directory `root` ("/r/a/b" below "/r" -> "a/b"), compared byte for
+    /// byte; nil when `path` is `root` itself or lies elsewhere.
+    public static func relative(_ path: String, below root: String) -> String? {
+        var prefix = Array(root.utf8)
+        if prefix.last != UInt8(ascii: "/") { prefix.append(UInt8(ascii: "/")) }
+        let bytes = Array(path.utf8)
+        guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
+        return String(decoding: bytes[prefix.count...], as: UTF8.self)
     }
 
     /// `path` + "/" + `component`, without doubling the slash.
     public static func appending(_ component: String, to path: String) -> String {
         if path.isEmpty { return component }
-        return path.hasSuffix("/") ? path + component : path + "/" + component
+        return path.unicodeScalars.last == "/" ? path + component : path + "/" + component
     }
 
     /// `path` with repeated slashes, "." components and trailing slashes removed and ".."
     /// resolved lexically ("/a/./b//../c/" -> "/a/c"). A relative path stays relative.
     public static func normalized(_ path: String) -> String {
-        let absolute = path.hasPrefix("/")
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            if part == "." { continue }
-            if part == "..", let last = parts.last, last != ".." {
+        let absolute = path.unicodeScalars.first == "/"
+        func isDotDot(_ part: Substring.UnicodeScalarView) -> Bool { part.elementsEqual("..".unicodeScalars) }
+        var parts: [Substring.UnicodeScalarView] = []
+        for part in path.unicodeScalars.split(separator: "/", omittingEmptySubsequences: true) {
+            if part.elementsEqual(".".unicodeScalars) { continue }
+            if isDotDot(part), let last = parts.last, !isDotDot(last) {
                 parts.removeLast()
                 continue
             }
-            if part == "..", absolute { continue }
+            if isDotDot(part), absolute { continue }
             parts.append(part)
         }
-        let joined = parts.joined(separator: "/")
+        let joined = parts.map { String(Substring($0)) }.joined(separator: "/")
         if absolute { return "/" + joined }
         return joined.isEmpty ? "." : joined
     }
 
     private static func trimTrailingSlashes(_ path: String) -> String {
-        var result = Substring(path)
-        while result.count > 1, result.hasSuffix("/") { result = result.dropLast() }
-        return String(result)
+        var result = Substring(path).unicodeScalars
+        while result.count > 1, result.last == "/" { result = result.dropLast() }
+        return String(Substring(result))
     }
 }
