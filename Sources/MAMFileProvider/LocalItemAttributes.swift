@@ -42,13 +42,17 @@ public struct LocalItemAttributes: Equatable, Sendable {
         read { FileSystem.getAttribute(path, $0) }
     }
 
+    /// Reads the attributes of the object open as `fd` (O_PATH too, through its /proc/self/fd
+    /// path); nil when it is not a provider item.
+    public static func read(descriptor fd: Int32) -> LocalItemAttributes? {
+        let attributes = ExtendedAttributes(descriptorPath: fd)
+        return read { (try? attributes.string($0)) ?? nil }
+    }
+
     /// Reads the attributes of the regular file or directory `relative` below `tree` (no
     /// symlink followed, no special file opened); nil when it is not a provider item.
     static func read(_ relative: String, in tree: ConfinedDirectory) -> LocalItemAttributes? {
-        tree.withAttributePath(relative, failure: nil) { fd in
-            let attributes = ExtendedAttributes(descriptorPath: fd)
-            return read { (try? attributes.string($0)) ?? nil }
-        }
+        tree.withAttributePath(relative, failure: nil) { fd in read(descriptor: fd) }
     }
 
     private static func read(_ get: (String) -> String?) -> LocalItemAttributes? {

@@ -276,6 +276,20 @@ struct ProviderMountTests {
         #expect(m.files(under: m.mountpoint) == m.files(under: m.remote), "mount and remote agree")
     }
 
+    @Test("non-replicated: removing a symlink to an item removes the link only; the item it names stays on the remote")
+    func removingASymlinkKeepsItsTarget() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        let pick = try #require(m.someRemoteFiles(1).first)
+        // Relative: in the backing directory the link names the backing copy of the item.
+        let made = try m.sh("ln -s \"\(pick)\" \"$M/link\" && rm \"$M/link\" && echo after > \"$M/after.txt\"")
+        #expect(made.status == 0, "\(made.err)")
+        // The queue runs in order: once the later file is up, the removal has been replayed.
+        #expect(m.wait { m.read(m.remote + "/after.txt") == Data("after\n".utf8) }, "later file uploaded")
+        #expect(m.inode(m.remote + "/" + pick) != nil, "the symlink's target was deleted on the remote")
+        #expect(m.read(m.mountpoint + "/" + pick) == m.read(m.remote + "/" + pick))
+    }
+
     @Test("non-replicated: mamfs provider evict drops the local copy, a re-read gives identical bytes; status follows")
     func evictAndRematerialize() throws {
         let m = try ProviderMount("non-replicated")

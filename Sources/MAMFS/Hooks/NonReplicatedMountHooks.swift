@@ -129,7 +129,7 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         let item = try work.sync { () throws -> RemovedItem? in
             var st = stat()
             let lastLink = fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (directory || st.st_nlink <= 1)
-            var item = lastLink ? itemBeforeRemoval(path: path) : nil
+            var item = lastLink ? itemBeforeRemoval(name, in: dir) : nil
             if !lastLink, !directory, let linked = provider.linkedItem(localPath: path) {
                 // A hard link uploaded as its own item goes with its name.
                 item = RemovedItem(identifier: linked, baseVersion: nil, attributes: nil)
@@ -152,8 +152,8 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         let oldPath = try fs.childPath(move.from, move.name)
         let newPath = try fs.childPath(move.to, move.newName)
         let (source, target, replaced) = try work.sync { () throws -> (LocalObject?, LocalObject?, RemovedItem?) in
-            var replaced = move.exchange ? nil : itemBeforeRemoval(path: newPath)
-            if let target = replaced, itemBeforeRemoval(path: oldPath)?.identifier == target.identifier { replaced = nil }
+            var replaced = move.exchange ? nil : itemBeforeRemoval(move.newName, in: move.to)
+            if let target = replaced, itemBeforeRemoval(move.name, in: move.from)?.identifier == target.identifier { replaced = nil }
             let source = LocalObject(directory: move.from.fd, name: move.name)
             let target = move.exchange ? LocalObject(directory: move.to.fd, name: move.newName) : nil
             try rename()
@@ -193,13 +193,13 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         let attributes: LocalItemAttributes?
     }
 
-    /// The remote item of the local object at `path` (nil: not a provider item).
-    private func itemBeforeRemoval(path: String) -> RemovedItem? {
-        if let attributes = LocalItemAttributes.read(path: path) {
-            return RemovedItem(identifier: attributes.identifier, baseVersion: attributes.contentVersion, attributes: attributes)
-        }
-        let attributes = ExtendedAttributes(path: path, followSymlink: false)
-        guard let identifier = (try? attributes.string(LocalItemAttributes.itemAttribute)) ?? nil, !identifier.isEmpty else { return nil }
-        return RemovedItem(identifier: ItemIdentifier(identifier), baseVersion: nil, attributes: nil)
+    /// The remote item of the local object `name` in `dir` (nil: not a provider item), read
+    /// through a descriptor of the object itself (O_PATH, O_NOFOLLOW: a name or a parent
+    /// swapped for a symlink never lends another object's item).
+    private func itemBeforeRemoval(_ name: UnsafePointer<CChar>, in dir: Inode) -> RemovedItem? {
+        guard let object = try? FileDescriptor.openPath(in: dir.fd, name, flags: O_NOFOLLOW),
+              let st = try? object.stat(), (st.st_mode & S_IFMT) == S_IFREG || (st.st_mode & S_IFMT) == S_IFDIR,
+              let attributes = LocalItemAttributes.read(descriptor: object.rawValue) else { return nil }
+        return RemovedItem(identifier: attributes.identifier, baseVersion: attributes.contentVersion, attributes: attributes)
     }
 }

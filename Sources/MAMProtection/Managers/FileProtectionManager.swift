@@ -123,9 +123,10 @@ public struct FileProtectionManager: Sendable {
     }
 
     /// `protect(path:accountId:recursive:)` of the directory open as `directory` (O_RDONLY |
-    /// O_DIRECTORY for a recursive protect, else O_PATH is enough; it stays the caller's): the tree below is walked by descriptors, each
-    /// entry opened relative to its directory with O_NOFOLLOW, and each file rewritten in its
-    /// own directory by name (a new file renamed over it). A symlink, or a directory swapped
+    /// O_DIRECTORY for a recursive protect, else O_PATH is enough; it stays the caller's): the
+    /// tree below is walked by descriptors, each entry opened relative to its directory with
+    /// O_NOFOLLOW, and each file rewritten in its own directory by name (a new file renamed
+    /// over it). A symlink, or a directory swapped
     /// for one during the walk, is never followed. `check` sees every object before it is
     /// changed or entered, as the descriptor the rewrite uses (`ProtectCheck`). `path` (the
     /// directory's path, for messages and the known-roots record) is never opened.
