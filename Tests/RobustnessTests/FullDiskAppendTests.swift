@@ -70,6 +70,22 @@ struct FullDiskAppendTests {
         return stat(path, &st) == 0 ? Int64(st.st_size) : -1
     }
 
+    /// `withFullDisk` on a file of 4 KiB of sevens grown by truncate to `grown` bytes (holes
+    /// past the first block when `sparse`, else encrypted zeros); `check` also gets the bytes
+    /// it reads, checked to be those.
+    private func withGrownFile(to grown: Int64, sparse: Bool, plain: Bool = false, free: Int = 0,
+                               _ check: (ProtectedFileContent, String, _ before: [UInt8]) throws -> Void) throws {
+        let first = [UInt8](repeating: 7, count: 4096)
+        try withFullDisk(sparse: sparse, plain: plain, free: free, { content in
+            try write(content, first, at: 0)
+            try content.truncate(to: grown)
+        }) { content, path in
+            let before = try bytes(content)
+            #expect(before == first + [UInt8](repeating: 0, count: Int(grown) - 4096))
+            try check(content, path, before)
+        }
+    }
+
     @Test("an append inside the last block succeeds on a full disk; one needing a new block is ENOSPC and changes nothing")
     func appendsOnAFullDisk() throws {
         let first = [UInt8](repeating: 1, count: 1000)
@@ -92,15 +108,9 @@ struct FullDiskAppendTests {
     @Test("a file whose last block is a hole gets a reservation before an append into that block: ENOSPC, nothing changed",
           arguments: [false, true])
     func appendIntoATailHole(sparse: Bool) throws {
-        let first = [UInt8](repeating: 7, count: 4096)
+        // Sparse: blocks 1-4 become holes (the last one partial); otherwise encrypted zeros.
         let grown: Int64 = 4 * 4096 + 3000
-        try withFullDisk(sparse: sparse, { content in
-            try write(content, first, at: 0)
-            // Sparse: blocks 1-4 become holes (the last one partial); otherwise encrypted zeros.
-            try content.truncate(to: grown)
-        }) { content, path in
-            let before = try bytes(content)
-            #expect(before == first + [UInt8](repeating: 0, count: Int(grown) - 4096))
+        try withGrownFile(to: grown, sparse: sparse) { content, path, before in
             let storedBefore = storedSize(path)
             let tailIsData = lseek(content.fd, off_t(storedBefore - 1), 3 /* SEEK_DATA */) == off_t(storedBefore - 1)
             #expect(tailIsData == !sparse)
@@ -130,14 +140,7 @@ struct FullDiskAppendTests {
            (free: 16384, offset: 0, length: 300 * 1024)])
     func writeIntoHolesFailsWhole(plain: Bool, range: (free: Int, offset: Int, length: Int)) throws {
         let (free, offset, length) = range
-        let first = [UInt8](repeating: 7, count: 4096)
-        let grown: Int64 = 512 * 1024
-        try withFullDisk(sparse: true, plain: plain, free: free, { content in
-            try write(content, first, at: 0)
-            try content.truncate(to: grown)
-        }) { content, path in
-            let before = try bytes(content)
-            #expect(before == first + [UInt8](repeating: 0, count: Int(grown) - 4096))
+        try withGrownFile(to: 512 * 1024, sparse: true, plain: plain, free: free) { content, path, before in
             let storedBefore = storedSize(path)
             let data = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
             do {

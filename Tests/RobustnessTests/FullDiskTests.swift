@@ -131,6 +131,15 @@ struct FullDiskTests {
         #expect(failures.isEmpty, "\(failures.count) faults:\n\(report)\n--- log ---\n\(logTail)")
     }
 
+    /// A mount of `kind` whose backing directory is on a 1 MiB tmpfs, both gone afterwards.
+    private func withMountOnSmallDisk(_ kind: RobustMount.Kind, _ body: (SmallTmpfs, RobustMount) throws -> Void) throws {
+        let disk = try SmallTmpfs(size: "1m")
+        defer { disk.close() }
+        let mount = try RobustMount(kind, backing: disk.path + "/backing")
+        defer { mount.close() }
+        try body(disk, mount)
+    }
+
     /// A program that grows a file with ftruncate and fills it through a shared map (a
     /// database, a download manager) leaves holes that only the kernel's writeback fills. On a
     /// full disk that writeback fails; the file must then read back whole, every page either
@@ -138,58 +147,56 @@ struct FullDiskTests {
     @Test("Regression: a shared map written back on a full disk fails with ENOSPC and every page still reads",
           arguments: RobustMount.Kind.allCases)
     func sharedMapWritebackOnAFullDisk(kind: RobustMount.Kind) throws {
-        let disk = try SmallTmpfs(size: "1m")
-        defer { disk.close() }
-        let mount = try RobustMount(kind, backing: disk.path + "/backing")
-        defer { mount.close() }
-        // Grows "f" to 2 MiB (holes), fills the disk but 64 KiB, writes every page through a
-        // shared map; prints the errno of msync (0: none).
-        let write = try mount.sh(#"""
-        python3 - \#(shellQuote(disk.path)) <<'EOF'
-        import mmap, os, sys
-        fd = os.open("f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(fd, b"head" * 1024)
-        os.ftruncate(fd, 2 << 20)
-        filler = os.open(os.path.join(sys.argv[1], "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            while True:
-                os.write(filler, bytes(4096))
-        except OSError:
-            pass
-        os.ftruncate(filler, os.fstat(filler).st_size - (64 << 10))
-        os.close(filler)
-        m = mmap.mmap(fd, 2 << 20, mmap.MAP_SHARED)
-        for page in range(1, 512):
-            m[page * 4096:(page + 1) * 4096] = bytes([page % 251 + 1]) * 4096
-        code = 0
-        try:
-            m.flush()
-        except OSError as e:
-            code = e.errno
-        m.close()
-        try:
-            os.close(fd)
-        except OSError as e:
-            code = code or e.errno
-        print(code)
-        EOF
-        """#, timeout: 60)
-        #expect(write.status == 0, "\(write.err)")
-        #expect(write.out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(ENOSPC)", "msync: \(write.out)")
-        // From the backing file, not the page cache: every page is its own bytes or zeros.
-        mount.close()
-        try mount.mount()
-        let read = try mount.sh(#"""
-        python3 - <<'EOF'
-        fd = open("f", "rb")
-        data = fd.read()
-        bad = [p for p in range(1, 512) if data[p * 4096:(p + 1) * 4096] not in (bytes([p % 251 + 1]) * 4096, bytes(4096))]
-        print(len(data), data[:4096] == b"head" * 1024, bad[:5])
-        EOF
-        """#, timeout: 60)
-        #expect(read.status == 0 && read.out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(2 << 20) True []",
-                "reading back: \(read.out) \(read.err)")
-        #expect(backingFault(mount.backing + "/f") == nil)
+        try withMountOnSmallDisk(kind) { disk, mount in
+            // Grows "f" to 2 MiB (holes), fills the disk but 64 KiB, writes every page through a
+            // shared map; prints the errno of msync (0: none).
+            let write = try mount.sh(#"""
+            python3 - \#(shellQuote(disk.path)) <<'EOF'
+            import mmap, os, sys
+            fd = os.open("f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, b"head" * 1024)
+            os.ftruncate(fd, 2 << 20)
+            filler = os.open(os.path.join(sys.argv[1], "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                while True:
+                    os.write(filler, bytes(4096))
+            except OSError:
+                pass
+            os.ftruncate(filler, os.fstat(filler).st_size - (64 << 10))
+            os.close(filler)
+            m = mmap.mmap(fd, 2 << 20, mmap.MAP_SHARED)
+            for page in range(1, 512):
+                m[page * 4096:(page + 1) * 4096] = bytes([page % 251 + 1]) * 4096
+            code = 0
+            try:
+                m.flush()
+            except OSError as e:
+                code = e.errno
+            m.close()
+            try:
+                os.close(fd)
+            except OSError as e:
+                code = code or e.errno
+            print(code)
+            EOF
+            """#, timeout: 60)
+            #expect(write.status == 0, "\(write.err)")
+            #expect(write.out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(ENOSPC)", "msync: \(write.out)")
+            // From the backing file, not the page cache: every page is its own bytes or zeros.
+            mount.close()
+            try mount.mount()
+            let read = try mount.sh(#"""
+            python3 - <<'EOF'
+            fd = open("f", "rb")
+            data = fd.read()
+            bad = [p for p in range(1, 512) if data[p * 4096:(p + 1) * 4096] not in (bytes([p % 251 + 1]) * 4096, bytes(4096))]
+            print(len(data), data[:4096] == b"head" * 1024, bad[:5])
+            EOF
+            """#, timeout: 60)
+            #expect(read.status == 0 && read.out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(2 << 20) True []",
+                    "reading back: \(read.out) \(read.err)")
+            #expect(backingFault(mount.backing + "/f") == nil)
+        }
     }
 
     /// An owner change rewrites files (a decrypted copy renamed over each). With the backing
@@ -275,25 +282,23 @@ struct FullDiskTests {
     @Test("Regression: a write that reports ENOSPC leaves the file size at what write() reported",
           arguments: RobustMount.Kind.allCases)
     func failedWriteLeavesNoPartialData(kind: RobustMount.Kind) throws {
-        let disk = try SmallTmpfs(size: "1m")
-        defer { disk.close() }
-        let mount = try RobustMount(kind, backing: disk.path + "/backing")
-        defer { mount.close() }
-        // Writes 10000-byte chunks until one fails; prints "<reported total> <size after>".
-        let result = try mount.sh(#"""
-        python3 - <<'EOF'
-        import os
-        fd = os.open("f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        total = 0
-        try:
-            while True:
-                total += os.write(fd, b"x" * 10000)
-        except OSError as e:
-            print(e.errno == 28, total, os.fstat(fd).st_size)
-        EOF
-        """#, timeout: 60)
-        let fields = result.out.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-        #expect(fields.count == 3 && fields[0] == "True", "\(result.out) \(result.err)")
-        #expect(fields.count == 3 && fields[1] == fields[2], "reported written \(fields.dropFirst().first ?? "?") B, file has \(fields.last ?? "?") B")
+        try withMountOnSmallDisk(kind) { _, mount in
+            // Writes 10000-byte chunks until one fails; prints "<reported total> <size after>".
+            let result = try mount.sh(#"""
+            python3 - <<'EOF'
+            import os
+            fd = os.open("f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            total = 0
+            try:
+                while True:
+                    total += os.write(fd, b"x" * 10000)
+            except OSError as e:
+                print(e.errno == 28, total, os.fstat(fd).st_size)
+            EOF
+            """#, timeout: 60)
+            let fields = result.out.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            #expect(fields.count == 3 && fields[0] == "True", "\(result.out) \(result.err)")
+            #expect(fields.count == 3 && fields[1] == fields[2], "reported written \(fields.dropFirst().first ?? "?") B, file has \(fields.last ?? "?") B")
+        }
     }
 }

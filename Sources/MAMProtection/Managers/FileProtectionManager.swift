@@ -34,7 +34,7 @@ public struct FileProtectionInfo: Equatable, Sendable {
 /// decryptFile:toCopyPath:). Paths are plain filesystem paths (for a mount: backing paths).
 public struct FileProtectionManager: Sendable {
     let context: ProtectionContext
-    private static let chunkSize = 1 << 20
+    static let chunkSize = 1 << 20
 
     // MARK: Queries
 
@@ -382,112 +382,9 @@ public struct FileProtectionManager: Sendable {
 
     /// Writes the header of `destination` (a new, empty file no one sees yet) and every
     /// plaintext byte of `source` into it, on as many threads as `PlaintextCopy` picks.
-    private func copyPlaintext(from source: ProtectedFileContent, to destination: ProtectedFileContent) throws {
+    func copyPlaintext(from source: ProtectedFileContent, to destination: ProtectedFileContent) throws {
         let size = try source.plaintextSize()
         try PlaintextCopy(source: source, destination: destination).run(size: size, workers: PlaintextCopy.workers(for: size))
-    }
-
-    // MARK: Rewriting
-
-    /// `transform` for the command line's encrypt and decrypt: replaces `output ?? path`,
-    /// resolved by path (the caller's own), refusing anything there but a regular file.
-    private func transform(_ source: borrowing FileDescriptor, path: String, header: ProtectedFileHeader?,
-                           to newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?, output: String?) throws {
-        let target = output ?? path
-        let directory: FileDescriptor
-        do { directory = try FileDescriptor.open(PathName.directory(of: target), SystemConstants.pathOnly | O_DIRECTORY | O_CLOEXEC) } catch {
-            throw MAMError.cannotCreateOutput("\(target): \(error)")
-        }
-        let place = NameInDirectory(directory: directory.rawValue, name: PathName.lastComponent(of: target), path: target)
-        try OutputTarget.requireReplaceable(in: place.directory, name: place.name, path: target, inPlace: output == nil)
-        try transform(source, try SystemCall.stat(fd: source.rawValue), path: path, header: header, to: newHeader, fileKey: newKey,
-                      into: place, inPlace: output == nil)
-    }
-
-    /// Copies the plaintext of the file open as `source` (`st`; `path` for messages) into a
-    /// new file with `newHeader`, atomically replacing the entry at `place`. Mode, owner and
-    /// times are kept; in place also the extended attributes, and the entry must still be the
-    /// source when the new file goes in (else EAGAIN, nothing replaced).
-    private func transform(_ source: borrowing FileDescriptor, _ st: stat, path: String, header: ProtectedFileHeader?,
-                           to newHeader: ProtectedFileHeader?, fileKey newKey: SymmetricKey?,
-                           into place: NameInDirectory, inPlace: Bool) throws {
-        if inPlace, newHeader?.isEncrypted == true, st.st_nlink > 1 {
-            // The rewrite makes a new inode: the other names would keep the plaintext.
-            throw MAMError.system("\(path) has \(st.st_nlink) hard links: encrypting it in place would leave its plaintext under the other names (remove them, or encrypt a copy with -o)", errno: EMLINK)
-        }
-        let content = try ProtectedFileContent(fd: source.rawValue, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
-        let writer = try AtomicFileWriter(in: place.directory, name: place.name, path: place.path)
-        let destination = try ProtectedFileContent(fd: writer.fd, header: newHeader, fileKey: newKey)
-        do {
-            try copyPlaintext(from: content, to: destination)
-            if inPlace { try copyExtendedAttributes(from: source.rawValue, to: writer.fd, path: path) }
-            writer.copyAttributes(from: st, keepTimes: inPlace)
-            if inPlace { try requireUnchanged(place, st) }
-            try writer.commit()
-        } catch {
-            writer.abort()
-            throw error
-        }
-    }
-
-    /// Replaces the header of the encrypted file open as `source` (at `place`) whose body
-    /// stays byte-for-byte the same.
-    private func rewriteHeader(_ source: borrowing FileDescriptor, _ st: stat, _ place: NameInDirectory,
-                               from old: ProtectedFileHeader, to new: ProtectedFileHeader) throws {
-        let sourceFD = source.rawValue
-        let writer = try AtomicFileWriter(in: place.directory, name: place.name, path: place.path)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
-        defer { buffer.deallocate() }
-        do {
-            try new.encoded().withUnsafeBytes { try FileIO.pwriteFully(writer.fd, $0, at: 0) }
-            var offset = Int64(old.length)
-            var outOffset = Int64(new.length)
-            while true {
-                let n = try FileIO.preadFully(sourceFD, buffer, at: offset)
-                if n == 0 { break }
-                try FileIO.pwriteFully(writer.fd, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: outOffset)
-                offset += Int64(n); outOffset += Int64(n)
-            }
-            try copyExtendedAttributes(from: sourceFD, to: writer.fd, path: place.path)
-            HeaderHint.store(new, fd: writer.fd)
-            writer.copyAttributes(from: st, keepTimes: true)
-            try requireUnchanged(place, st)
-            try writer.commit()
-        } catch {
-            writer.abort()
-            throw error
-        }
-    }
-
-    /// Throws EAGAIN unless the entry at `place` is still the file `st` describes (another
-    /// process may have put something else under the name while the copy was made).
-    private func requireUnchanged(_ place: NameInDirectory, _ st: stat) throws {
-        guard let now = try? SystemCall.stat(in: place.directory, place.name), now.st_dev == st.st_dev, now.st_ino == st.st_ino else {
-            throw MAMError.system("\(place.path) was replaced while it was rewritten; nothing changed", errno: EAGAIN)
-        }
-    }
-
-    /// Copies the extended attributes of `source` to `destination`, except the header hint,
-    /// which belongs to the destination's own header (written with it, or absent when untagged).
-    /// - Throws: `.system` when a `user.` attribute cannot be set, or any attribute fails for
-    ///   want of space (ENOSPC, EDQUOT) or with EIO: the rewrite then fails and the file stays
-    ///   as it was, rather than losing the attribute. Others the process may not set
-    ///   (`security.`, `trusted.` ...) are left behind.
-    private func copyExtendedAttributes(from source: Int32, to destination: Int32, path: String) throws {
-        let from = ExtendedAttributes(descriptor: source)
-        let to = ExtendedAttributes(descriptor: destination)
-        guard let names = try? from.names() else { return }
-        for name in names where name != HeaderHint.attributeName {
-            guard let value = try? from.get(name) else { continue }
-            do {
-                try to.set(name, value)
-            } catch {
-                let code = error.rawValue
-                if name.hasPrefix("user.") || code == ENOSPC || code == EDQUOT || code == EIO {
-                    throw MAMError.system("copy extended attribute \(name) of \(path)", errno: code)
-                }
-            }
-        }
     }
 
     // MARK: Helpers
