@@ -222,4 +222,46 @@ struct CallerProcessTests {
         let second = digests.digest(of: id) { calls += 1; return "bb" }
         #expect(first == "aa" && second == "aa" && calls == 1)
     }
+
+    @Test("a FIFO at the executable's path gives no digest at once, never a worker held in open(2)")
+    func fifoAtTheExecutablePathDoesNotBlock() throws {
+        let files = try TempDirectory(prefix: "mamfs-exe")
+        let fifo = files.path + "/tool"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        var fifoStat = stat(), cat = stat()
+        #expect(stat(fifo, &fifoStat) == 0 && stat("/bin/cat", &cat) == 0)
+        // The identity of another file (the process's image, as read before the name was
+        // replaced), then the FIFO's own identity: neither may block or hash the FIFO.
+        for file in [ExecutableFileID(cat), ExecutableFileID(fifoStat)] {
+            let executable = CallerExecutable(path: fifo, file: file, process: nil, digests: ExecutableDigests())
+            let finished = DispatchSemaphore(value: 0)
+            let digest = Mutex<String??>(nil)
+            Thread.detachNewThread {
+                let value = executable.sha256()
+                digest.withLock { $0 = .some(value) }
+                finished.signal()
+            }
+            let answered = finished.wait(timeout: .now() + 5) == .success
+            if !answered {
+                // Release the worker held in open(2) so the test process can go on.
+                let writer = open(fifo, O_RDWR | O_NONBLOCK)
+                finished.wait()
+                close(writer)
+            }
+            #expect(answered, "sha256() waited in open(2) on a FIFO")
+            #expect(digest.withLock { $0 } == .some(nil))
+        }
+    }
+
+    @Test("the digest of a descriptor is the file's sha256sum; a pipe is an error, not a digest")
+    func digestOfADescriptor() throws {
+        let opened = open("/bin/cat", O_RDONLY | O_CLOEXEC)
+        #expect(opened >= 0)
+        defer { close(opened) }
+        #expect(try SHA256.hex(ofDescriptor: opened) == (try CallerProcessTests.systemDigest(CallerProcessTests.realPath("/bin/cat"))))
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { close(ends[0]); close(ends[1]) }
+        #expect(throws: MAMError.self) { try SHA256.hex(ofDescriptor: ends[0]) }
+    }
 }

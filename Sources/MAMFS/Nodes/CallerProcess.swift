@@ -112,10 +112,12 @@ final class CallerExecutable: Sendable {
             if let process { candidates.append("/proc/\(process.pid)/exe") }
             if !path.isEmpty { candidates.append(path) }
             for candidate in candidates {
-                // Hashed through the descriptor checked: the file, not whatever the name holds next.
-                guard let opened = try? FileDescriptor.open(candidate, O_RDONLY | O_CLOEXEC),
-                      let st = try? opened.stat(), ExecutableFileID(st) == file,
-                      let digest = try? SHA256.hex(ofFileAt: ProcessDescriptorPath.path(of: opened.rawValue)) else { continue }
+                // Opened without waiting (a FIFO or a device put at the path would otherwise
+                // hold the worker in open(2)), and hashed through the descriptor checked: a
+                // regular file that is the executable, not whatever the name holds next.
+                guard let opened = try? FileDescriptor.open(candidate, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY),
+                      let st = try? opened.stat(), (st.st_mode & S_IFMT) == S_IFREG, ExecutableFileID(st) == file,
+                      let digest = try? SHA256.hex(ofDescriptor: opened.rawValue) else { continue }
                 return digest
             }
             return nil

@@ -27,11 +27,18 @@ public enum SHA256 {
         do { file = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC) } catch {
             throw MAMError.system("open \(path)", errno: error.rawValue)
         }
+        return try hex(ofDescriptor: file.rawValue)
+    }
+
+    /// The SHA-256 of the bytes of the open file `fd` from offset 0 to its end (pread in
+    /// 1 MiB chunks; the descriptor's offset is not moved), as 64 lowercase hex digits.
+    /// - Throws: `MAMError.system` when a read fails (ESPIPE for a pipe or socket, EISDIR for a
+    ///   directory); `MAMError.internalError` when OpenSSL fails.
+    public static func hex(ofDescriptor fd: Int32) throws -> String {
         let hasher = try DigestContext()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: Int64 = 0
         while true {
-            let fd = file.rawValue
             let count = try buffer.withUnsafeMutableBytes { try FileIO.preadFully(fd, $0, at: offset) }
             if count == 0 { break }
             try buffer.withUnsafeBytes { try hasher.update(UnsafeRawBufferPointer(rebasing: $0.prefix(count))) }
