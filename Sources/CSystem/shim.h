@@ -66,6 +66,8 @@ static const int mamfs_O_DIRECT = 0200000;
 #else
 static const int mamfs_O_DIRECT = 040000;
 #endif
+/* O_NOATIME (asm-generic and x86: 01000000): reads through the descriptor leave the access time. */
+static const int mamfs_O_NOATIME = 01000000;
 static const int mamfs_SEEK_DATA = 3;
 static const int mamfs_SEEK_HOLE = 4;
 static const int mamfs_RLIMIT_NOFILE = 7;

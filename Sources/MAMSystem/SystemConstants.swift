@@ -16,6 +16,9 @@ public enum SystemConstants {
     public static let utimeOmit: Int = mamfs_UTIME_OMIT
     /// `O_DIRECT`: reads and writes bypass the page cache (aligned buffers, offsets, lengths).
     public static let directIO: Int32 = mamfs_O_DIRECT
+    /// `O_NOATIME`: reads through the descriptor do not update the file's access time (only
+    /// for the file's owner or a caller with CAP_FOWNER; open answers EPERM otherwise).
+    public static let noAccessTime: Int32 = mamfs_O_NOATIME
     /// `SEEK_DATA` for lseek: the next offset holding data.
     public static let seekData: Int32 = mamfs_SEEK_DATA
     /// `SEEK_HOLE` for lseek: the next offset in a hole (or the end).

@@ -113,7 +113,8 @@ extension OverlayFilesystem {
     /// current, else read. Call with the content lock held (shared is enough).
     func header(_ inode: Inode, ctime: timespec) throws -> ProtectedFileHeader? {
         if case .known(let cached, _, _, _) = inode.currentContent(ctime: ctime) { return cached }
-        let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        // The daemon's own read (for attributes or a check), not the caller's: no access time.
+        let file = try reopenBacking(inode, O_RDONLY | O_NONBLOCK | O_CLOEXEC, noAccessTime: true)
         let header = try ProtectedFileHeader.read(fd: file.rawValue)
         recordHeader(header, of: inode, fd: file.rawValue, stamp: ctime)
         return header

@@ -12,13 +12,16 @@ extension OverlayFilesystem {
     /// again when the request fails later.
     ///
     /// The owner is decided first (`admit(.createFile)`: by the writer's identity while
-    /// caller-aware rules are on); a denied create makes nothing.
-    func createTagged(_ caller: Caller, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t) throws -> NewFile {
+    /// caller-aware rules are on); a denied create makes nothing. `writeOnly`: the descriptor
+    /// serves a write-only handle, so its reads are the daemon's own (O_NOATIME, as
+    /// `reopenBacking`; the daemon owns the file it creates, so the flag is allowed).
+    func createTagged(_ caller: Caller, dir: Inode, name: UnsafePointer<CChar>, mode: mode_t, writeOnly: Bool = false) throws -> NewFile {
         let decidedOwner = try admit(.createFile(name: name), on: dir, by: caller).newOwner
         let dirFD = try dir.descriptor()
         let file: FileDescriptor
         do {
-            file = try FileDescriptor.open(in: dirFD, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode: mode & 0o7777)
+            let flags = O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW | (writeOnly ? SystemConstants.noAccessTime : 0)
+            file = try FileDescriptor.open(in: dirFD, name, flags, mode: mode & 0o7777)
         } catch {
             throw FilesystemError(code: error.rawValue)
         }
@@ -47,7 +50,7 @@ extension OverlayFilesystem {
         try checkVisibleName(dir, name)
         let created: NewFile
         do {
-            created = try createTagged(caller, dir: dir, name: name, mode: mode)
+            created = try createTagged(caller, dir: dir, name: name, mode: mode, writeOnly: flags & O_ACCMODE == O_WRONLY)
         } catch let error as FilesystemError where error.code == EEXIST && flags & O_EXCL == 0 {
             return try openExisting(dir, name, flags: flags, caller: caller)
         }
@@ -163,12 +166,29 @@ extension OverlayFilesystem {
         let passed = flags & (O_SYNC | O_DSYNC)
         var attempts = 0
         while true {
-            let file = try FileDescriptor.reopen(try inode.descriptor(), (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC)
+            let file = try reopenBacking(inode, (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC,
+                                         noAccessTime: flags & O_ACCMODE == O_WRONLY)
             if let handle = try openHandle(inode, file: file, flags: flags, newOwner: newOwner) { return handle }
             // The entry was moved to another file between the reopen and the content lock.
             attempts += 1
             if attempts == 3 { throw FilesystemError(code: ESTALE) }
         }
+    }
+
+    /// A descriptor of `inode`'s backing file opened with `flags`, plus O_NOATIME for
+    /// `noAccessTime` where the file allows it. A write-only handle asks for it: its reads of
+    /// the backing file are the daemon's own (the header at open, the stored block an unaligned
+    /// write merges into), never the caller's, and must leave the access time as write(2)
+    /// leaves it (on a relatime filesystem every append updated it, an inode change of its
+    /// own). O_NOATIME needs the file's owner or CAP_FOWNER; on EPERM the file is opened
+    /// without it.
+    func reopenBacking(_ inode: Inode, _ flags: Int32, noAccessTime: Bool) throws -> FileDescriptor {
+        if noAccessTime {
+            do {
+                return try FileDescriptor.reopen(try inode.descriptor(), flags | SystemConstants.noAccessTime)
+            } catch let error as Errno where error.rawValue == EPERM {}
+        }
+        return try FileDescriptor.reopen(try inode.descriptor(), flags)
     }
 
     /// `openHandle`'s work on `file`, a descriptor opened on the entry's file; nil (nothing

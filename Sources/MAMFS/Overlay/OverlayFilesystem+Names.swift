@@ -139,7 +139,8 @@ extension OverlayFilesystem {
                 try changingContent(handle) { try $0.truncate(to: size) }
                 return
             }
-            let file = try FileDescriptor.reopen(try inode.descriptor(), O_RDWR | O_CLOEXEC)
+            // truncate(2) changes no access time: the new last block's read is the daemon's own.
+            let file = try reopenBacking(inode, O_RDWR | O_CLOEXEC, noAccessTime: true)
             let header = try self.header(inode, ctime: try file.stat().st_ctim)
             try requireNotWithheld(owner: header?.owner)
             let key = try fileKey(inode, header: header)

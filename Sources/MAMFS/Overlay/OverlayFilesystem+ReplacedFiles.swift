@@ -168,7 +168,9 @@ extension OverlayFilesystem {
     func followReplacement(_ handle: OpenFile) throws {
         let inode = handle.inode
         guard handle.backingKey != inode.key, inode.isReplacedByCopy(handle.backingKey) else { return }
-        let reopened = try FileDescriptor.reopen(try inode.descriptor(), (handle.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC)
+        // A write-only handle's descriptor keeps O_NOATIME (`reopenBacking`).
+        let noAccessTime = fcntl(handle.fd, F_GETFL) & SystemConstants.noAccessTime != 0
+        let reopened = try reopenBacking(inode, (handle.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, noAccessTime: noAccessTime)
         let st = try reopened.stat()
         guard BackingKey(st) == inode.key else { throw FilesystemError(code: ESTALE) }
         handle.follow(fd: reopened.take(), key: BackingKey(st))
