@@ -84,7 +84,7 @@ enum ProviderReattach {
             guard let (copy, _) = try? ProviderRules.plainCopyForUpload(relative: relative, in: tree, receiver: binding.accountId,
                                                                         context: binding.context) else { return nil }
             var st = stat()
-            guard fstat(copy.fd, &st) == 0, let hash = try? SHA256.hex(ofFileAt: copy.path) else { return nil }
+            guard fstat(copy.fd, &st) == 0, let hash = try? SHA256.hex(ofDescriptor: copy.fd) else { return nil }
             return (Int64(st.st_size), hash)
         }
 
@@ -94,7 +94,7 @@ enum ProviderReattach {
             guard let digest, item.size == digest.size else { return nil }
             let download = try PlainBuffer(name: "mamfs-reattach")
             let read = try binding.remote.readContents(of: item.identifier, into: download.url)
-            return try SHA256.hex(ofFileAt: download.path) == digest.hash ? read : nil
+            return try SHA256.hex(ofDescriptor: download.fd) == digest.hash ? read : nil
         }
 
         // MARK: Non-replicated: the attributes of every local item
