@@ -35,6 +35,8 @@ final class BlockCipher: @unchecked Sendable {
     /// How many bytes at the start of the staging block may hold plaintext now.
     var stagedBytes = 0
     var oneBlockStoredBuffer: UnsafeMutableRawBufferPointer?
+    /// The last partial block a write merged and sealed (`BlockCipher+Memo.swift`).
+    var sealedMemo: SealedBlockMemo?
 
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
     init(key: SymmetricKey, fileId: [UInt8]) throws {
@@ -72,10 +74,15 @@ final class BlockCipher: @unchecked Sendable {
         key.blockCiphers.withLock { slot in if slot == nil { slot = cipher } }
     }
 
-    /// Sets the AAD's fileId; false (nothing changed) for a fileId of another length.
+    /// Sets the AAD's fileId; false (nothing changed) for a fileId of another length. A new
+    /// fileId drops the memo of the last sealed block, which was sealed under the old one.
     private func rebind(fileId: [UInt8]) -> Bool {
         guard fileId.count == indexOffset else { return false }
-        fileId.withUnsafeBytes { aad.copyMemory(from: $0) }
+        let same = fileId.withUnsafeBytes { memcmp(aad.baseAddress!, $0.baseAddress!, indexOffset) == 0 }
+        if !same {
+            forgetSealed()
+            fileId.withUnsafeBytes { aad.copyMemory(from: $0) }
+        }
         return true
     }
 

@@ -441,19 +441,24 @@ public final class ProtectedFileContent: @unchecked Sendable {
                     let dataFrom = max(offset, blockStart)
                     let dataTo = min(end, blockStart + Int64(newLength))
                     let blockPlain: UnsafeRawBufferPointer
+                    var rememberAfterSeal = false
                     if let source, dataFrom == blockStart, dataTo == blockStart + Int64(newLength) {
                         blockPlain = UnsafeRawBufferPointer(start: source.baseAddress! + Int(blockStart - offset), count: newLength)
                     } else {
                         let plain = cipher.staging(newLength)
                         var zeroFrom = 0
+                        var merged = false
                         if oldLength > 0 && !(dataFrom <= blockStart && dataTo >= blockStart + Int64(oldLength)) {
                             // The old stored bytes are read into the place the block's new ones
                             // go (not written yet), opened, and then overwritten by the seal.
                             let slot = UnsafeMutableRawBufferPointer(start: stored.baseAddress! + storedLength,
                                                                      count: BlockLayout.storedBlockSize)
-                            let oldStored = try readStoredBlocks(from: b, through: b, plaintextSize: size, into: slot)
-                            try openBlock(cipher, index: b, stored: UnsafeRawBufferPointer(oldStored), into: plain)
+                            let oldStored = UnsafeRawBufferPointer(try readStoredBlocks(from: b, through: b, plaintextSize: size, into: slot))
+                            if !cipher.recallSealed(index: b, stored: oldStored, into: plain) {
+                                try openBlock(cipher, index: b, stored: oldStored, into: plain)
+                            }
                             zeroFrom = oldLength
+                            merged = true
                         }
                         if newLength > zeroFrom {
                             (plain + zeroFrom).initializeMemory(as: UInt8.self, repeating: 0, count: newLength - zeroFrom)
@@ -463,8 +468,14 @@ public final class ProtectedFileContent: @unchecked Sendable {
                                 from: source.baseAddress! + Int(dataFrom - offset), byteCount: Int(dataTo - dataFrom))
                         }
                         blockPlain = UnsafeRawBufferPointer(start: plain, count: newLength)
+                        rememberAfterSeal = merged && newLength < Int(bs)
                     }
                     try cipher.seal(index: b, plaintext: blockPlain, into: stored.baseAddress! + storedLength)
+                    if rememberAfterSeal {
+                        // The file's last block, merged: the next append merges into it again.
+                        cipher.rememberSealed(index: b, plaintext: blockPlain, stored: UnsafeRawBufferPointer(
+                            start: stored.baseAddress! + storedLength, count: newLength + BlockLayout.overhead))
+                    }
                     storedLength += newLength + BlockLayout.overhead
                     b += 1
                 }
