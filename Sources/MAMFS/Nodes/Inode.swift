@@ -18,7 +18,17 @@ final class Inode: @unchecked Sendable {
     private struct State {
         var key: BackingKey
         /// Changed only under the exclusive content lock (reads need the shared one).
-        var content: ContentState = .unknown
+        var content: ContentState = .unknown {
+            didSet {
+                contentVersion &+= 1
+                view = nil
+            }
+        }
+        /// Bumped at every change of `content`.
+        var contentVersion: UInt64 = 0
+        /// The plaintext view last made from `content` for one handle; dropped with every
+        /// change of `content`, so it never holds a key the state has let go.
+        var view: ContentView?
         /// The backing file's header hint (`HeaderHint`) and the ctime it was read at: what
         /// attribute replies use while `content` is unknown. Kept, whatever the ctime, until
         /// the header is read next (`takeHint`): the kernel may hold a size from it.
@@ -175,6 +185,26 @@ final class Inode: @unchecked Sendable {
 
     /// The cached header and key as one consistent pair (call under the content lock).
     var contentState: ContentState { state.withLock { $0.content } }
+
+    /// The cached state and its version (bumped at every change of it), read together.
+    var versionedContentState: (state: ContentState, version: UInt64) { state.withLock { ($0.content, $0.contentVersion) } }
+
+    /// The view made from the cached state for `handle` (its serial and current descriptor),
+    /// when the state has not changed since; nil otherwise.
+    func view(for handle: OpenFile) -> ContentView? {
+        let fd = handle.fd
+        return state.withLock { state in
+            guard let view = state.view, view.handleSerial == handle.serial, view.fd == fd else { return nil }
+            return view
+        }
+    }
+
+    /// Keeps `view`, made from the cached state at `version`, unless the state changed since.
+    func storeView(_ view: ContentView, madeAt version: UInt64) {
+        state.withLock { state in
+            if state.contentVersion == version { state.view = view }
+        }
+    }
 
     /// The cached state when its header can be trusted for a backing file with `ctime` (see
     /// `ContentState.isCurrent`), else `.unknown`.

@@ -28,6 +28,10 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
     /// file id) and its file key, kept with the handle so it goes on working while the
     /// session lock withholds the account's keys; nil otherwise.
     let pin: Pin?
+    /// Unique among the handles of this process, never reused (names the handle an entry's
+    /// cached `ContentView` was made for).
+    let serial = OpenFile.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
 
     /// The file a handle was opened on, and its file key (nil for a plain file).
     struct Pin: @unchecked Sendable {

@@ -215,15 +215,25 @@ extension OverlayFilesystem {
 
     /// A plaintext view of an open file: the entry's header and key, or, when the entry was
     /// repointed to a replacement file after this handle was opened, the handle's own.
+    ///
+    /// A view made from the entry's cached state is kept in the entry for the handle and used
+    /// again until that state changes (`ContentView`): most requests make none.
     func content(_ handle: OpenFile) throws -> ProtectedFileContent {
         if handle.backingKey != handle.inode.key { try followReplacement(handle) }
         if handle.backingKey == handle.inode.key {
             let inode = handle.inode
+            if let view = inode.view(for: handle) {
+                if keysWithheld.load(ordering: .acquiring) { _ = try requireOpenable(view.content.header, by: handle) }
+                return view.content
+            }
             var header: ProtectedFileHeader?
             var key: SymmetricKey?
-            if case .known(let known, _, let knownKey, _) = inode.contentState {
-                (header, key) = (known, knownKey)
+            let (state, version) = inode.versionedContentState
+            let fromState: Bool
+            if case .known(let known, _, let knownKey, _) = state {
+                (header, key, fromState) = (known, knownKey, true)
             } else {
+                fromState = false
                 // Invalidated while this handle was open (protect rewrote the file in place).
                 var st = stat()
                 guard fstat(handle.fd, &st) == 0 else { throw FilesystemError.current() }
@@ -231,8 +241,14 @@ extension OverlayFilesystem {
                 recordHeader(header, of: inode, fd: handle.fd, stamp: st.st_ctim)
             }
             let pinned = try requireOpenable(header, by: handle)
+            // Kept only when made from the state alone as it was at `version`: not with a key
+            // loaded just now (stored in the state, a new version: the next request makes the
+            // view from that) nor with a pin's key (which lives only as long as its handle).
+            let keep = fromState && (header?.isEncrypted != true || key != nil)
             if header?.isEncrypted == true && key == nil { key = try pinned ?? fileKey(inode, header: header) }
-            return try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key, sparseHeader: sparseHeaderSource)
+            let content = try ProtectedFileContent(fd: handle.fd, header: header, fileKey: key, sparseHeader: sparseHeaderSource)
+            if keep { inode.storeView(ContentView(handleSerial: handle.serial, content: content), madeAt: version) }
+            return content
         }
         // The handle's own header is cached in the handle: it is not made sparse from here
         // (a file sparse already still gets holes).

@@ -57,6 +57,7 @@ extension OverlayFilesystem {
     /// untagged and encrypted files (from the entry's cached header when it has one).
     private func plainTaggedOwner(_ handle: OpenFile) throws -> String? {
         let inode = handle.inode
+        if handle.backingKey == inode.key, let view = inode.view(for: handle) { return view.plainTaggedOwner }
         var header: ProtectedFileHeader?
         if handle.backingKey == inode.key, case .known(let known, _, _, _) = inode.contentState {
             header = known

@@ -71,8 +71,13 @@ extension OverlayFilesystem {
     /// - Throws: `FilesystemError(EACCES)`; the header's errors when it must be read.
     func requireOwnerNotWiped(_ handle: OpenFile) throws {
         // Untagged and unmanaged files (known from the entry's header) have no owner to wipe.
-        if handle.backingKey == handle.inode.key, case .known(let header, _, _, _) = handle.inode.contentState,
-           header?.owner.isEmpty ?? true { return }
+        if handle.backingKey == handle.inode.key {
+            if let view = handle.inode.view(for: handle) {
+                if !view.hasOwner { return }
+            } else if case .known(let header, _, _, _) = handle.inode.contentState, header?.owner.isEmpty ?? true {
+                return
+            }
+        }
         refresh(force: false)
         guard hasWipedOwners else { return }
         let header = try handle.inode.contentLock.reading { try content(handle).header }
