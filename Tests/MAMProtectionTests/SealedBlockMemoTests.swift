@@ -65,7 +65,9 @@ struct SealedBlockMemoTests {
     func appendsKeepTheLastBlock() throws {
         var file = try Appended(appends: 1)
         #expect(try file.withKeptCipher { $0.sealedMemo } == nil, "a write that merged nothing recorded a memo")
-        for round in 1..<5 { try file.append(round) }
+        try file.append(1)
+        #expect(try file.withKeptCipher { $0.sealedMemo } == nil, "the first merge into a block made the memo's buffers")
+        for round in 2..<5 { try file.append(round) }
         let (index, stored) = try file.lastStoredBlock()
         let recalled = try file.withKeptCipher { cipher -> [UInt8]? in
             var plain = [UInt8](repeating: 0, count: BlockLayout.plaintextBlockSize)

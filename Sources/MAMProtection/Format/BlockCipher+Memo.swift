@@ -12,14 +12,20 @@ import Glibc
 /// wiped when replaced by a shorter one, when the fileId changes and when the cipher goes.
 extension BlockCipher {
     /// Records block `index`, sealed just now from `plaintext` into `stored` (nonce ||
-    /// ciphertext || tag), as the memo. Made on first use: only a write that merged into an
-    /// existing partial block records one, so a file written in one call keeps no memo.
+    /// ciphertext || tag), as the memo. Only a write that merged into an existing partial
+    /// block records one, and the memo's buffers are made at the second such write into the
+    /// same block (the first only notes the index): a file written in one call, or in a few
+    /// calls that each merge another block (`tar x`), allocates none.
     func rememberSealed(index: Int64, plaintext: UnsafeRawBufferPointer, stored: UnsafeRawBufferPointer) {
         precondition(plaintext.count <= BlockLayout.plaintextBlockSize && stored.count <= BlockLayout.storedBlockSize)
         let memo: SealedBlockMemo
         if let kept = sealedMemo {
             memo = kept
         } else {
+            guard mergedBlock == index else {
+                mergedBlock = index
+                return
+            }
             memo = SealedBlockMemo()
             sealedMemo = memo
         }
@@ -45,6 +51,7 @@ extension BlockCipher {
     /// Drops the memo, its plaintext wiped (a new fileId, the cipher's end).
     func forgetSealed() {
         sealedMemo = nil
+        mergedBlock = -1
     }
 }
 

@@ -37,6 +37,8 @@ final class BlockCipher: @unchecked Sendable {
     var oneBlockStoredBuffer: UnsafeMutableRawBufferPointer?
     /// The last partial block a write merged and sealed (`BlockCipher+Memo.swift`).
     var sealedMemo: SealedBlockMemo?
+    /// The block the last merging write sealed while no memo was made yet (-1: none).
+    var mergedBlock: Int64 = -1
 
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
     init(key: SymmetricKey, fileId: [UInt8]) throws {
