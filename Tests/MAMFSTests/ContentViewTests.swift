@@ -62,6 +62,7 @@ struct ContentViewTests {
         #expect(inode.view(for: reader)?.fd == reader.fd)
         #expect(inode.view(for: writer) == nil)
         f.fs.release(reader, caller: f.caller)
+        #expect(inode.hasView == false, "the view outlived its handle's release")
         // Writes through the first handle go on with a view of their own.
         let more: [UInt8] = [1, 2, 3]
         _ = try more.withUnsafeBytes { data in try f.request { try f.fs.write(writer, data, offset: bytes.count, writepage: false, caller: f.caller) } }

@@ -3,8 +3,8 @@ import MAMProtection
 /// A plaintext view of an open file made from its entry's cached header and key, kept in
 /// the entry for the handle it was made for (`Inode.view(for:)`) so that the requests on the
 /// handle do not make one each (`OverlayFilesystem.content`). Any change of the entry's
-/// cached state drops it.
-struct ContentView: @unchecked Sendable {
+/// cached state drops it. A class: an entry without one pays a reference for it.
+final class ContentView: @unchecked Sendable {
     /// `OpenFile.serial` of the handle it was made for.
     let handleSerial: UInt64
     /// The backing descriptor it reads and writes.

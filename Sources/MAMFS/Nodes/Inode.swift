@@ -199,6 +199,18 @@ final class Inode: @unchecked Sendable {
         }
     }
 
+    /// Whether the entry keeps a view (for any handle).
+    var hasView: Bool { state.withLock { $0.view != nil } }
+
+    /// `handle` goes (released, or its open abandoned): its open count is given back and the
+    /// view made for it dropped, so an entry keeps a view only while its handle is open.
+    func handleGone(_ handle: OpenFile) {
+        state.withLock { state in
+            if state.view?.handleSerial == handle.serial { state.view = nil }
+        }
+        adjustOpenCount(-1)
+    }
+
     /// Keeps `view`, made from the cached state at `version`, unless the state changed since.
     func storeView(_ view: ContentView, madeAt version: UInt64) {
         state.withLock { state in

@@ -104,7 +104,7 @@ extension OverlayFilesystem {
         do {
             return entry(handle.inode, try attributes(handle.inode, hideWiped: false))
         } catch {
-            handle.inode.adjustOpenCount(-1)
+            handle.inode.handleGone(handle)
             throw error
         }
     }
@@ -112,7 +112,7 @@ extension OverlayFilesystem {
     /// The kernel did not take a create reply: the handle's open count, the lookup and the
     /// file made go again (the caller has released the handle itself).
     func abandon(_ created: CreatedFile) {
-        created.handle.inode.adjustOpenCount(-1)
+        created.handle.inode.handleGone(created.handle)
         table.forget(created.entry.nodeid, count: 1)
         created.made?.remove()
     }
@@ -139,7 +139,7 @@ extension OverlayFilesystem {
     /// The kernel did not take an open reply: the handle's open count goes again (the caller
     /// has released the handle itself).
     func abandon(_ handle: OpenFile) {
-        handle.inode.adjustOpenCount(-1)
+        handle.inode.handleGone(handle)
     }
 
     /// Whether a handle opened with `flags` bypasses the kernel's page cache (FOPEN_DIRECT_IO):
@@ -314,7 +314,7 @@ extension OverlayFilesystem {
     /// The last reference to a handle went (the caller took it from the kernel's fh). Not
     /// admitted: the kernel releases a handle whoever is asking.
     func release(_ handle: OpenFile, caller: Caller) {
-        handle.inode.adjustOpenCount(-1)
+        handle.inode.handleGone(handle)
         if handle.writable { hooks.fileChanged(handle.inode, in: self, wait: false) }
     }
 
