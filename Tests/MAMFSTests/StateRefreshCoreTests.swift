@@ -64,4 +64,29 @@ struct StateRefreshCoreTests {
         #expect(done.wait(timeout: .now() + 20) == .success)
         #expect(results.withLock { $0 } == ["first": EACCES, "second": EACCES])
     }
+
+    @Test("after a wipe a handle opened before it cannot truncate the wiped owner's file, as it cannot read or write it: EACCES, the backing file unchanged")
+    func handleOpenedBeforeAWipeCannotTruncate() throws {
+        let f = try OverlayCoreFixture()
+        let plaintext = [UInt8](repeating: 0x5A, count: 10_000)
+        let created = try f.request { try f.fs.create(parent: f.root, name: "kept.txt", mode: 0o644, flags: O_CREAT | O_RDWR, caller: f.caller) }
+        let handle = created.handle
+        defer { f.fs.release(handle, caller: f.caller) }
+        _ = try plaintext.withUnsafeBytes { bytes in try f.request { try f.fs.write(handle, bytes, offset: 0, writepage: false, caller: f.caller) } }
+        #expect(try f.read(handle) == plaintext)
+        let storedBefore = try f.backingBytes("kept.txt")
+        let cli = try ProtectionContext.open(stateDirectory: StateDirectory(path: f.base + "/state"), passphraseFile: nil)
+        try cli.enrollment.wipe(OverlayCoreFixture.account, roots: [])
+        f.fs.refresh(force: true)
+        var shorter = AttributeChanges()
+        shorter.size = 100
+        #expect(f.errno { _ = try f.request { try f.fs.setattr(created.entry.nodeid, shorter, handle: handle, caller: f.caller) } } == EACCES)
+        #expect(f.errno { _ = try f.read(handle) } == EACCES)
+        #expect(f.errno {
+            _ = try [UInt8](repeating: 1, count: 10).withUnsafeBytes { bytes in
+                try f.request { try f.fs.write(handle, bytes, offset: 0, writepage: false, caller: f.caller) }
+            }
+        } == EACCES)
+        #expect(try f.backingBytes("kept.txt") == storedBefore, "a request through the old handle changed the wiped owner's file")
+    }
 }
