@@ -27,7 +27,9 @@ enum ContentState: Sendable {
     }
 
     /// Whether the header is known and still describes the backing file: while a handle is
-    /// open every change comes through the mount; otherwise its ctime must equal `stamp`.
+    /// open it is trusted (the mount's own writes move the ctime; every open reads the header
+    /// again, which is how a rewrite behind the mount is noticed); otherwise its ctime must
+    /// equal `stamp`.
     func isCurrent(ctime: timespec?, handlesOpen: Bool) -> Bool {
         guard case .known(_, let stamp, _, _) = self else { return false }
         if handlesOpen { return true }

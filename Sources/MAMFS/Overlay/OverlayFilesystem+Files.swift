@@ -206,13 +206,13 @@ extension OverlayFilesystem {
                 guard fstat(fd, &st) == 0 else { throw FilesystemError.current() }
                 guard BackingKey(st) == inode.key else { return }
                 openedKey = BackingKey(st)
-                var header: ProtectedFileHeader?
-                if inode.openCount == 0 {
-                    header = try ProtectedFileHeader.read(fd: fd)
-                    recordHeader(header, of: inode, fd: fd, stamp: st.st_ctim)
-                } else {
-                    header = try self.header(inode, ctime: st.st_ctim)
-                }
+                // Read at every open, also while other handles are open (when the cached header
+                // is trusted between requests): another program may have rewritten the backing
+                // file in place since, and a new handle must see the file as it is. The
+                // exclusive content lock keeps the mount's own header writes out meanwhile; an
+                // unchanged header keeps the cached key.
+                var header = try ProtectedFileHeader.read(fd: fd)
+                recordHeader(header, of: inode, fd: fd, stamp: st.st_ctim)
                 try requireNotWithheld(owner: header?.owner)
                 var key = try fileKey(inode, header: header)
                 if truncating {
