@@ -383,6 +383,12 @@ public final class ProtectedFileContent: @unchecked Sendable {
         var appendedOnto: Int64?
         // Where the stored bytes past the old end begin, when they are written before the rest.
         var newBytesFirst: Int64?
+        // Where the filesystem block holding the file's last byte begins, when the bytes the
+        // write merges tell whether that block is data (`sealAndWrite`).
+        var tailProbe: Int64?
+        // The write rewrites only the old last partial block (stored without holes, so its
+        // bytes are allocated) and adds bytes past it.
+        let lastBlockOnly = reserveEnd > storedEnd && storedEnd - rangeStart < Int64(BlockLayout.storedBlockSize) && !shape.isSparse
         if rangeStart >= storedEnd {
             // Nothing stored is overwritten (the first write of a new file, an append after a
             // whole last block): no reservation, a failure part-way is undone by cutting the
@@ -393,9 +399,18 @@ public final class ProtectedFileContent: @unchecked Sendable {
             // file has any inside its stored range): a sealed block written there part-way
             // would no longer authenticate. Reserved first, from the first hole on.
             try reserveSpace(offset: hole, length: reserveEnd - hole, sizeBefore: blockSize == nil ? nil : storedEnd)
+        } else if lastBlockOnly, offset > firstBlock * bs, let blockSize, reserveFrom == storedEnd,
+                  let probe = tailBlockStart(storedEnd: storedEnd, end: reserveEnd, blockSize: blockSize) {
+            // An append into the filesystem block holding the file's last byte, merging the old
+            // last block: the bytes that merge reads decide, without an lseek, between one
+            // write (that block is data: nothing new to allocate) and the new bytes first (as
+            // in the next case).
+            appendedOnto = storedEnd
+            newBytesFirst = storedEnd
+            tailProbe = probe
         } else if let blockSize, reserveFrom == storedEnd, tailBlockHolds(storedEnd: storedEnd, end: reserveEnd, blockSize: blockSize) {
             // Nothing new to allocate: the new bytes land in a block the file has already.
-        } else if reserveEnd > storedEnd, storedEnd - rangeStart < Int64(BlockLayout.storedBlockSize), !shape.isSparse {
+        } else if lastBlockOnly {
             // An append that rewrites only the old last partial block (stored without holes,
             // so its bytes are allocated): the bytes past the old end are written first, and
             // only once they are all there is the old block overwritten. A full disk fails the
@@ -407,7 +422,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
         }
         do {
             try sealAndWrite(fileId: fileId, fileKey: fileKey, offset: offset, source: source, size: size, newSize: newSize,
-                             firstBlock: firstBlock, lastTouched: lastTouched, newBytesFirst: newBytesFirst)
+                             firstBlock: firstBlock, lastTouched: lastTouched, newBytesFirst: newBytesFirst, tailProbe: tailProbe)
         } catch {
             if let appendedOnto { releaseSpace(pastStoredSize: appendedOnto) }
             throw error
@@ -417,10 +432,14 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// The block loop of `writeEncrypted`: seals blocks `firstBlock...lastTouched` of the file
     /// growing from `size` to `newSize` plaintext bytes, merged with `source` at `offset`,
     /// and writes them a chunk at a time. A chunk that spans backing offset `newBytesFirst`
-    /// is written in two parts, the bytes from that offset on first.
+    /// is written in two parts, the bytes from that offset on first; unless `tailProbe` is set
+    /// (the start of the filesystem block holding the old last stored byte) and the old last
+    /// block merged here has bytes in that filesystem block that are not all zero: it is data
+    /// then (a hole or an unwritten extent reads as zeros), so the write needs no new space.
     private func sealAndWrite(fileId: [UInt8], fileKey: SymmetricKey, offset: Int64, source: UnsafeRawBufferPointer?,
                               size: Int64, newSize: Int64, firstBlock: Int64, lastTouched: Int64,
-                              newBytesFirst: Int64?) throws {
+                              newBytesFirst: Int64?, tailProbe: Int64?) throws {
+        var newBytesFirst = newBytesFirst
         let bs = Int64(BlockLayout.plaintextBlockSize)
         let end = offset + Int64(source?.count ?? 0)
         let cipher = try BlockCipher.take(key: fileKey, fileId: fileId)
@@ -454,6 +473,10 @@ public final class ProtectedFileContent: @unchecked Sendable {
                             let slot = UnsafeMutableRawBufferPointer(start: stored.baseAddress! + storedLength,
                                                                      count: BlockLayout.storedBlockSize)
                             let oldStored = UnsafeRawBufferPointer(try readStoredBlocks(from: b, through: b, plaintextSize: size, into: slot))
+                            if let tailProbe, newBytesFirst != nil, oldLength < Int(bs), hasData(oldStored, from: tailProbe,
+                                                                                                storedOffset: dataOffset + b * Int64(BlockLayout.storedBlockSize)) {
+                                newBytesFirst = nil
+                            }
                             if !cipher.recallSealed(index: b, stored: oldStored, into: plain) {
                                 try openBlock(cipher, index: b, stored: oldStored, into: plain)
                             }
@@ -505,6 +528,28 @@ public final class ProtectedFileContent: @unchecked Sendable {
         return Int64(hole) < before ? max(from, Int64(hole)) : nil
     }
 
+    /// The backing offset where the filesystem block (`blockSize`, st_blksize) holding the
+    /// file's last byte begins, when backing bytes `storedEnd..<end` past the current end
+    /// `storedEnd` all lie in it; nil for an empty file or a range reaching the next block.
+    func tailBlockStart(storedEnd: Int64, end: Int64, blockSize: Int64) -> Int64? {
+        guard storedEnd > 0, blockSize > 0, end > storedEnd else { return nil }
+        let lastByte = storedEnd - 1
+        guard (end - 1) / blockSize == lastByte / blockSize else { return nil }
+        return lastByte / blockSize * blockSize
+    }
+
+    /// Whether `stored`, the bytes read at backing offset `storedOffset`, has a byte that is
+    /// not zero at or past backing offset `from` (scanned from the end: a block's tag is there).
+    func hasData(_ stored: UnsafeRawBufferPointer, from: Int64, storedOffset: Int64) -> Bool {
+        let first = Int(max(0, from - storedOffset))
+        var i = stored.count
+        while i > first {
+            i -= 1
+            if stored[i] != 0 { return true }
+        }
+        return false
+    }
+
     /// Whether backing bytes `storedEnd..<end` (past the current end `storedEnd`) need no new
     /// space: they lie in the filesystem block (`blockSize`, st_blksize) that holds the file's
     /// last byte, and that byte is data (lseek SEEK_DATA stops on it: the block is allocated,
@@ -512,9 +557,7 @@ public final class ProtectedFileContent: @unchecked Sendable {
     /// into the next block needs a reservation. Appends of a few hundred bytes (`dd bs=512`)
     /// skip a fallocate (a journal handle on ext4) seven times out of eight this way.
     func tailBlockHolds(storedEnd: Int64, end: Int64, blockSize: Int64) -> Bool {
-        guard storedEnd > 0, blockSize > 0, end > storedEnd else { return false }
-        let lastByte = storedEnd - 1
-        guard (end - 1) / blockSize == lastByte / blockSize else { return false }
-        return lseek(fd, off_t(lastByte), SystemConstants.seekData) == off_t(lastByte)
+        guard tailBlockStart(storedEnd: storedEnd, end: end, blockSize: blockSize) != nil else { return false }
+        return lseek(fd, off_t(storedEnd - 1), SystemConstants.seekData) == off_t(storedEnd - 1)
     }
 }
