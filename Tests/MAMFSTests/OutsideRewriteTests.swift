@@ -6,7 +6,9 @@ import Testing
 
 /// A backing file rewritten in place behind the mount (another program writing the backing
 /// directory) while a handle on it is open: a new open reads the file as it is now, its
-/// header included, not the header the entry cached for the handle already open.
+/// header included, not the header the entry cached for the handle already open; the handles
+/// opened before are stale (EIO) once a new header is seen, and never write through the old
+/// one; the mount's own changes and a ctime moved without a new header leave them working.
 @Suite("Backing file rewritten in place while a handle is open")
 struct OutsideRewriteTests {
     /// Creates `name` through the core with `bytes` and closes it.
@@ -45,8 +47,9 @@ struct OutsideRewriteTests {
         let new = try Self.open(f, "a")
         defer { f.fs.release(new, caller: f.caller) }
         #expect(try f.read(new) == second, "a new open used the header cached for the handle already open")
-        // The handle open before the rewrite now reads the file as it is, too.
-        #expect(try f.read(old) == second)
+        // The handle open before the rewrite is stale: EIO, not the new file through it.
+        #expect(f.errno { _ = try f.read(old) } == EIO)
+        #expect(try f.read(new) == second)
     }
 
     @Test("a plain-tagged file rewritten with untagged bytes: a new open reads those bytes, not an offset slice of them")
@@ -63,5 +66,78 @@ struct OutsideRewriteTests {
         #expect(try f.read(new) == outside, "a new open read the untagged file through the old plain-tagged header")
         let st = try f.request { try f.fs.getattr(new.inode.nodeid, caller: f.caller) }
         #expect(st.st_size == outside.count)
+    }
+
+    /// Writes `bytes` at `offset` through `handle`.
+    static func write(_ f: OverlayCoreFixture, _ handle: OpenFile, _ bytes: [UInt8], at offset: Int) throws {
+        _ = try bytes.withUnsafeBytes { data in try f.request { try f.fs.write(handle, data, offset: offset, writepage: false, caller: f.caller) } }
+    }
+
+    @Test("an old handle's write or read after a rewrite with no open since: EIO, and the bytes another program wrote stay",
+          arguments: [0, 9, 129, 129 + 4_124, 4_000])
+    func oldHandleAfterRewrite(untaggedLength: Int) throws {
+        let f = try OverlayCoreFixture()
+        try Self.make(f, "w", Array(repeating: UInt8(ascii: "w"), count: 12_000))
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "w", caller: f.caller) }.nodeid
+        let old = try f.request { try f.fs.open(nodeid, flags: O_RDWR | O_APPEND, caller: f.caller) }
+        defer { f.fs.release(old, caller: f.caller) }
+        #expect(try f.read(old).count == 12_000)
+        let outside = (0..<untaggedLength).map { UInt8(truncatingIfNeeded: $0 % 26 + 97) }
+        try Self.rewriteInPlace(f, "w", with: outside)
+        #expect(f.errno { try Self.write(f, old, Array("APPENDED".utf8), at: 0) } == EIO)
+        #expect(f.errno { try Self.write(f, old, Array("ZZZZ".utf8), at: 5) } == EIO)
+        #expect(f.errno { _ = try f.read(old) } == EIO)
+        #expect(f.errno { _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 3), handle: old, caller: f.caller) } } == EIO)
+        #expect(try f.backingBytes("w") == outside, "a stale handle changed the file another program wrote")
+        let new = try Self.open(f, "w")
+        defer { f.fs.release(new, caller: f.caller) }
+        #expect(try f.read(new) == outside)
+    }
+
+    @Test("the mount's own writes, truncations and attribute changes through other handles leave a handle working")
+    func ownChangesKeepHandles() throws {
+        let f = try OverlayCoreFixture()
+        try Self.make(f, "m", Array(repeating: UInt8(ascii: "m"), count: 6_000))
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "m", caller: f.caller) }.nodeid
+        let first = try f.request { try f.fs.open(nodeid, flags: O_RDWR, caller: f.caller) }
+        defer { f.fs.release(first, caller: f.caller) }
+        let second = try f.request { try f.fs.open(nodeid, flags: O_RDWR, caller: f.caller) }
+        defer { f.fs.release(second, caller: f.caller) }
+        var expected = Array(repeating: UInt8(ascii: "m"), count: 6_000)
+        for round in 0..<20 {
+            let handle = round % 2 == 0 ? first : second
+            let piece = Array(repeating: UInt8(truncatingIfNeeded: 65 + round), count: 300 + round * 37)
+            try Self.write(f, handle, piece, at: expected.count - 100)
+            expected = Array(expected[0..<(expected.count - 100)]) + piece
+            #expect(try f.read(round % 2 == 0 ? second : first) == expected)
+        }
+        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 5_000), handle: first, caller: f.caller) }
+        expected = Array(expected[0..<5_000])
+        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(mode: 0o600), handle: nil, caller: f.caller) }
+        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 4_000), handle: nil, caller: f.caller) }
+        expected = Array(expected[0..<4_000])
+        #expect(try f.read(second) == expected)
+        #expect(try f.read(first) == expected)
+        // Another program moving the ctime without a new header (chmod, a touch of the backing
+        // file) has the header read again, and the handles go on.
+        #expect(chmod(f.backing + "/m", 0o640) == 0)
+        try Self.write(f, second, Array("tail".utf8), at: 4_000)
+        expected += Array("tail".utf8)
+        #expect(try f.read(first) == expected)
+    }
+
+    @Test("a truncate by name after a rewrite behind the mount cuts the file as it is now, and the old handle is stale")
+    func truncateByNameAfterRewrite() throws {
+        let f = try OverlayCoreFixture()
+        try Self.make(f, "t", Array(repeating: UInt8(ascii: "t"), count: 9_000))
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "t", caller: f.caller) }.nodeid
+        let old = try f.request { try f.fs.open(nodeid, flags: O_RDONLY, caller: f.caller) }
+        defer { f.fs.release(old, caller: f.caller) }
+        #expect(try f.read(old).count == 9_000)
+        let outside = Array("untagged bytes written behind the mount".utf8)
+        try Self.rewriteInPlace(f, "t", with: outside)
+        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 8), handle: nil, caller: f.caller) }
+        #expect(try f.backingBytes("t") == Array(outside[0..<8]))
+        #expect(f.errno { _ = try f.read(old) } == EIO)
     }
 }

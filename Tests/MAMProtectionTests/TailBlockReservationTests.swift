@@ -48,13 +48,13 @@ struct TailBlockReservationTests {
         var stored = [UInt8](repeating: 0, count: 2000)
         stored[0] = 1
         stored[1095] = 1
-        try stored.withUnsafeBytes { bytes in
+        stored.withUnsafeBytes { bytes in
             #expect(!content.hasData(bytes, from: 4096, storedOffset: 3000), "a byte before the tail block counted")
             #expect(content.hasData(bytes, from: 4095, storedOffset: 3000))
             #expect(content.hasData(bytes, from: 0, storedOffset: 3000))
         }
         stored[1999] = 9
-        try stored.withUnsafeBytes { bytes in
+        stored.withUnsafeBytes { bytes in
             #expect(content.hasData(bytes, from: 4096, storedOffset: 3000))
             #expect(!content.hasData(bytes, from: 5000, storedOffset: 3000), "an empty range has data")
         }

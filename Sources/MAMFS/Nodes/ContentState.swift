@@ -27,9 +27,9 @@ enum ContentState: Sendable {
     }
 
     /// Whether the header is known and still describes the backing file: while a handle is
-    /// open it is trusted (the mount's own writes move the ctime; every open reads the header
-    /// again, which is how a rewrite behind the mount is noticed); otherwise its ctime must
-    /// equal `stamp`.
+    /// open it is trusted (the mount's own writes move the ctime; a rewrite behind the mount is
+    /// noticed by opens and by requests through handles, `OverlayFilesystem+RewrittenFiles`);
+    /// otherwise its ctime must equal `stamp`.
     func isCurrent(ctime: timespec?, handlesOpen: Bool) -> Bool {
         guard case .known(_, let stamp, _, _) = self else { return false }
         if handlesOpen { return true }
@@ -41,6 +41,12 @@ enum ContentState: Sendable {
     /// its entry cannot reach bytes 0 ..< 8 (see `OverlayFilesystem.untaggedPrefixLock`).
     var isKnownTagged: Bool {
         if case .known(let header, _, _, _) = self { return header != nil }
+        return false
+    }
+
+    /// True when a header (or its absence) is known and it is not `header`.
+    func isKnown(other header: ProtectedFileHeader?) -> Bool {
+        if case .known(let known, _, _, _) = self { return known != header }
         return false
     }
 

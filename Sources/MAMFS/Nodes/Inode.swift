@@ -47,6 +47,14 @@ final class Inode: @unchecked Sendable {
         /// Set when an unlink or a rename through the mount took the file's last name: it was
         /// removed, not replaced, whatever file a name it had leads to later.
         var unlinked = false
+        /// The backing file's ctime when the mount last looked at it (an open, a request
+        /// through a handle), and whether the mount changed the file's content since: a ctime
+        /// that moved while this is false was moved by another program (`observe(ctime:)`).
+        var seenCtime = timespec()
+        var changedSinceSeen = false
+        /// Rewrites behind the mount noticed while handles were open: a handle opened before
+        /// the last one is stale (`OpenFile.rewritesAtOpen`).
+        var rewrites: UInt64 = 0
     }
     private let state: Mutex<State>
     /// The bounded cache that holds (or re-opens) this entry's O_PATH descriptor.
@@ -135,6 +143,57 @@ final class Inode: @unchecked Sendable {
 
     /// Whether a call through the mount removed the file's last name.
     var isUnlinked: Bool { state.withLock { $0.unlinked } }
+
+    /// How the backing file's ctime moved since the mount last looked (`State.seenCtime`).
+    enum CtimeMove {
+        /// Not at all.
+        case none
+        /// The mount changed the file's content since: the move may be its own.
+        case byMount
+        /// Another program changed the file (or the mount changed its metadata).
+        case behindMount
+    }
+
+    /// Compares `ctime`, just read from the backing file, with the one the mount last saw, and
+    /// records it; `changing`: the request goes on to change the file's content. Returns the
+    /// move and the rewrites noticed so far; nil when `file` is given and is not the entry's
+    /// file (a handle left on a file its entry no longer names).
+    func observe(ctime: timespec, changing: Bool, file: BackingKey? = nil) -> (move: CtimeMove, rewrites: UInt64)? {
+        state.withLock { state in
+            if let file, file != state.key { return nil }
+            var move = CtimeMove.none
+            if state.seenCtime.tv_sec != ctime.tv_sec || state.seenCtime.tv_nsec != ctime.tv_nsec {
+                move = state.changedSinceSeen ? .byMount : .behindMount
+                state.seenCtime = ctime
+            }
+            if changing || move != .none { state.changedSinceSeen = changing }
+            return (move, state.rewrites)
+        }
+    }
+
+    /// An open read the header at `ctime`: the mount has seen the file as it is then.
+    /// `rewritten`: the header is not the cached one, so another program rewrote the file
+    /// while handles were open (they are stale from now on).
+    func sawHeader(at ctime: timespec, rewritten: Bool) {
+        state.withLock { state in
+            state.seenCtime = ctime
+            state.changedSinceSeen = false
+            if rewritten { state.rewrites &+= 1 }
+        }
+    }
+
+    /// The mount changed the file's content (a truncation at open).
+    func contentChanged() {
+        state.withLock { $0.changedSinceSeen = true }
+    }
+
+    /// Counts a rewrite behind the mount noticed while handles were open.
+    func noteRewrite() {
+        state.withLock { $0.rewrites &+= 1 }
+    }
+
+    /// Rewrites behind the mount noticed so far.
+    var rewrites: UInt64 { state.withLock { $0.rewrites } }
 
     /// Drops the cached header, key and hint (the backing file was rewritten in place).
     func invalidateCachedHeader() {

@@ -28,6 +28,9 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
     /// file id) and its file key, kept with the handle so it goes on working while the
     /// session lock withholds the account's keys; nil otherwise.
     let pin: Pin?
+    /// The entry's count of rewrites behind the mount when the handle was opened
+    /// (`Inode.rewrites`): once it moves on, the file is no longer the one the handle opened.
+    let rewritesAtOpen: UInt64
     /// Unique among the handles of this process, never reused (names the handle an entry's
     /// cached `ContentView` was made for).
     let serial = OpenFile.serials.add(1, ordering: .relaxed).newValue
@@ -48,8 +51,9 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
 
     /// `key`: the backing object `fd` is open on (the entry's file when it was opened; the
     /// entry may be moved to another file at any time after).
-    init(inode: Inode, fd: Int32, key: BackingKey, append: Bool, writable: Bool, pin: Pin? = nil) {
+    init(inode: Inode, fd: Int32, key: BackingKey, append: Bool, writable: Bool, pin: Pin? = nil, rewrites: UInt64 = 0) {
         self.inode = inode
+        self.rewritesAtOpen = rewrites
         self.append = append
         self.writable = writable
         self.openedFD = fd

@@ -271,14 +271,15 @@ extension OverlayFilesystem {
         { [context] header in try context.sparseHeader(for: header) }
     }
 
-    /// Runs `body` on the plaintext view of `handle` (the caller holds the exclusive content
-    /// lock) and, when the body gave the file its first hole, keeps the new header (the
-    /// sparse flag set, the same file key) as the entry's cached one, also when it failed
-    /// after that.
+    /// Runs `body` on the plaintext view of `handle` and the backing file's fstat (the caller
+    /// holds the exclusive content lock; a handle stale after a rewrite behind the mount gets
+    /// EIO first, `requireNotRewrittenBehind`) and, when the body gave the file its first
+    /// hole, keeps the new header (the sparse flag set, the same file key) as the entry's
+    /// cached one, also when it failed after that.
     /// `touchesPrefix`: the change may write bytes 0 ..< 8 (see `untaggedPrefixLock`, which is
     /// held then unless the entry knows its file is tagged, and for every change through a
     /// handle whose entry names another file now).
-    func changingContent<R>(_ handle: OpenFile, touchesPrefix: Bool = false, _ body: (ProtectedFileContent) throws -> R) throws -> R {
+    func changingContent<R>(_ handle: OpenFile, touchesPrefix: Bool = false, _ body: (ProtectedFileContent, stat) throws -> R) throws -> R {
         let detached = handle.backingKey != handle.inode.key
         guard detached || (touchesPrefix && !handle.inode.contentState.isKnownTagged) else {
             return try changingContentUnguarded(handle, body)
@@ -286,8 +287,10 @@ extension OverlayFilesystem {
         return try untaggedPrefixLock.writing { try changingContentUnguarded(handle, body) }
     }
 
-    private func changingContentUnguarded<R>(_ handle: OpenFile, _ body: (ProtectedFileContent) throws -> R) throws -> R {
+    private func changingContentUnguarded<R>(_ handle: OpenFile, _ body: (ProtectedFileContent, stat) throws -> R) throws -> R {
         let content = try content(handle)
+        let backing = try SystemCall.stat(fd: content.fd)
+        try requireNotRewrittenBehind(handle, ctime: backing.st_ctim, changing: true)
         // The header changes only by getting the sparse flag, which changes the shape; the
         // shape is compared because it holds no strings or arrays to copy on every write.
         let before = content.shape
@@ -296,6 +299,6 @@ extension OverlayFilesystem {
                 handle.inode.storeSparseHeader(after)
             }
         }
-        return try body(content)
+        return try body(content, backing)
     }
 }

@@ -92,10 +92,11 @@ extension OverlayFilesystem {
         let (header, key) = (created.header, created.key)
         inode.contentLock.writing {
             inode.storeHeader(header, key: key, generation: generation, stamp: st.st_ctim)
+            inode.sawHeader(at: st.st_ctim, rewritten: false)
             inode.adjustOpenCount(1)
         }
         return OpenFile(inode: inode, fd: created.file.take(), key: BackingKey(st), append: flags & O_APPEND != 0, writable: true,
-                        pin: pin(header, key: key))
+                        pin: pin(header, key: key), rewrites: inode.rewrites)
     }
 
     /// The entry of a just-opened handle's file; the handle's open count is given back when
@@ -198,7 +199,7 @@ extension OverlayFilesystem {
         let writable = flags & O_ACCMODE != O_RDONLY
         let truncating = flags & O_TRUNC != 0
         let fd = file.rawValue
-        var opened: (header: ProtectedFileHeader?, key: SymmetricKey?) = (nil, nil)
+        var opened: (header: ProtectedFileHeader?, key: SymmetricKey?, rewrites: UInt64) = (nil, nil, 0)
         var openedKey: BackingKey?
         do {
             try inode.contentLock.writing {
@@ -210,8 +211,10 @@ extension OverlayFilesystem {
                 // is trusted between requests): another program may have rewritten the backing
                 // file in place since, and a new handle must see the file as it is. The
                 // exclusive content lock keeps the mount's own header writes out meanwhile; an
-                // unchanged header keeps the cached key.
+                // unchanged header keeps the cached key. Another header than the cached one
+                // while handles are open is a rewrite behind the mount: those handles are stale.
                 var header = try ProtectedFileHeader.read(fd: fd)
+                inode.sawHeader(at: st.st_ctim, rewritten: inode.openCount > 0 && inode.contentState.isKnown(other: header))
                 recordHeader(header, of: inode, fd: fd, stamp: st.st_ctim)
                 try requireNotWithheld(owner: header?.owner)
                 var key = try fileKey(inode, header: header)
@@ -241,14 +244,15 @@ extension OverlayFilesystem {
                     var now = stat()
                     fstat(fd, &now)
                     inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
+                    inode.contentChanged()
                 }
-                opened = (header, key)
+                opened = (header, key, inode.rewrites)
                 inode.adjustOpenCount(1)
             }
         }
         guard let openedKey else { return nil }
         return OpenFile(inode: inode, fd: file.take(), key: openedKey, append: flags & O_APPEND != 0, writable: writable,
-                        pin: pin(opened.header, key: opened.key))
+                        pin: pin(opened.header, key: opened.key), rewrites: opened.rewrites)
     }
 
     /// What a handle on a file with `header` keeps over a session lock: its file and key when
@@ -266,7 +270,11 @@ extension OverlayFilesystem {
         try requireOwnerNotWiped(handle)
         return try buffers.withBuffer(size) { buffer in
             let count = try handle.inode.contentLock.reading {
-                try content(handle).read(into: buffer, at: Int64(offset))
+                let content = try content(handle)
+                var backing = stat()
+                guard fstat(content.fd, &backing) == 0 else { throw FilesystemError.current() }
+                try requireNotRewrittenBehind(handle, ctime: backing.st_ctim, changing: false)
+                return try content.read(into: buffer, at: Int64(offset), storedSize: Int64(backing.st_size))
             }
             return deliver(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
@@ -282,9 +290,9 @@ extension OverlayFilesystem {
         try encryptIfRequired(before: handle)
         let appendAtEnd = handle.append && !writepage
         try handle.inode.contentLock.writing {
-            try changingContent(handle, touchesPrefix: appendAtEnd || offset < ProtectedFileHeader.magic.count) { content in
-                // One fstat serves the set-ID bits, the end of an O_APPEND write and the write.
-                let backing = try SystemCall.stat(fd: content.fd)
+            // One fstat serves the check for a rewrite behind the mount, the set-ID bits, the
+            // end of an O_APPEND write and the write.
+            try changingContent(handle, touchesPrefix: appendAtEnd || offset < ProtectedFileHeader.magic.count) { content, backing in
                 // A page-cache writeback (of a shared map) is no write(2): the kernel keeps set-ID bits then.
                 if !writepage { try clearSetIDBits(fd: content.fd, statted: backing, nodeid: handle.inode.nodeid, for: caller) }
                 let at = appendAtEnd ? try content.plaintextSize(storedSize: Int64(backing.st_size)) : Int64(offset)
@@ -331,7 +339,7 @@ extension OverlayFilesystem {
         try encryptIfRequired(before: handle)
         try clearSetIDBits(fd: handle.fd, nodeid: handle.inode.nodeid, for: caller)
         try handle.inode.contentLock.writing {
-            try changingContent(handle) { try $0.allocate(allocation, offset: Int64(offset), length: Int64(length)) }
+            try changingContent(handle) { content, _ in try content.allocate(allocation, offset: Int64(offset), length: Int64(length)) }
         }
     }
 

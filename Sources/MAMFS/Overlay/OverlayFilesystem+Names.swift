@@ -139,12 +139,16 @@ extension OverlayFilesystem {
     private func truncate(_ inode: Inode, to size: Int64, handle: OpenFile?) throws {
         try inode.contentLock.writing {
             if let handle, handle.writable {
-                try changingContent(handle) { try $0.truncate(to: size) }
+                try changingContent(handle) { content, _ in try content.truncate(to: size) }
                 return
             }
             // truncate(2) changes no access time: the new last block's read is the daemon's own.
             let file = try reopenBacking(inode, O_RDWR | O_CLOEXEC, noAccessTime: true)
-            let header = try self.header(inode, ctime: try file.stat().st_ctim)
+            let ctime = try file.stat().st_ctim
+            // While handles are open the cached header is trusted: unless the file was
+            // rewritten behind the mount (which makes those handles stale).
+            if inode.observe(ctime: ctime, changing: true)?.move == .behindMount { noticeRewrite(inode, fd: file.rawValue, ctime: ctime) }
+            let header = try self.header(inode, ctime: ctime)
             try requireNotWithheld(owner: header?.owner)
             let key = try fileKey(inode, header: header)
             let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key, sparseHeader: sparseHeaderSource)

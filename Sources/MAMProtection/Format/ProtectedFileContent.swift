@@ -156,19 +156,21 @@ public final class ProtectedFileContent: @unchecked Sendable {
     // MARK: Reading
 
     /// Reads up to `buffer.count` plaintext bytes at `offset`.
+    /// - Parameter storedSize: the backing file's size from the caller's fstat just before,
+    ///   under the same content lock (one fstat less), or nil.
     /// - Returns: bytes read (0 at or past end of file).
     /// - Throws: `MAMError.authenticationFailed` when any covered block fails authentication
     ///   (no partial plaintext is returned); `.system` on I/O errors.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, storedSize: Int64? = nil) throws -> Int {
         guard offset >= 0 else { throw MAMError.system("read", errno: EINVAL) }
         guard buffer.count > 0 else { return 0 }
+        let size: Int64
+        if let storedSize { size = try plaintextSize(storedSize: storedSize) } else { size = try plaintextSize() }
         guard let header, let fileId = header.encryption?.fileId, let fileKey else {
-            let size = try plaintextSize()
             guard offset < size else { return 0 }
             let count = Int(min(Int64(buffer.count), size - offset))
             return try FileIO.preadFully(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: dataOffset + offset)
         }
-        let size = try plaintextSize()
         guard offset < size else { return 0 }
         let end = offset + min(Int64(buffer.count), size - offset)
         let bs = Int64(BlockLayout.plaintextBlockSize)

@@ -1,0 +1,53 @@
+import Glibc
+import MAMProtection
+
+/// Backing files rewritten behind the mount (another program writing the backing directory)
+/// while handles are open on them.
+///
+/// While a handle is open the entry's cached header is trusted between requests, since the
+/// mount's own writes move the ctime. Every open reads the header again; each read, write,
+/// truncation and fallocate through a handle compares the backing file's ctime (from the fstat
+/// the request makes anyway) with the one the mount last saw: a move the mount did not make
+/// itself has the header read again. A header other than the cached one (or none that reads)
+/// makes every handle opened before stale: its requests fail with EIO, so a handle never
+/// reads or writes the new file through the header of the old one (ciphertext shown as data,
+/// a header written over another program's bytes) nor follows it to another owner (a managed
+/// app's writes landing in a file that is no longer encrypted). New opens read the file as it
+/// is. A rewrite between two writes of the mount itself is not told from them until the next
+/// open.
+extension OverlayFilesystem {
+    /// Checks a request through `handle` that has just read the backing file's `ctime`;
+    /// `changing`: the request goes on to change the file's content.
+    /// - Throws: EIO when the file was rewritten behind the mount after the handle was opened.
+    func requireNotRewrittenBehind(_ handle: OpenFile, ctime: timespec, changing: Bool) throws {
+        let inode = handle.inode
+        // A handle left on a file its entry no longer names reads its own header.
+        guard let seen = inode.observe(ctime: ctime, changing: changing, file: handle.backingKey) else { return }
+        var rewrites = seen.rewrites
+        if seen.move == .behindMount {
+            noticeRewrite(inode, fd: handle.fd, ctime: ctime)
+            rewrites = inode.rewrites
+        }
+        guard rewrites == handle.rewritesAtOpen else {
+            log("node \(inode.nodeid): its backing file was rewritten behind the mount while open; EIO for the handles opened before",
+                limitedBy: "rewritten \(inode.nodeid)")
+            throw FilesystemError(code: EIO)
+        }
+    }
+
+    /// Reads the header of `inode`'s file, open as `fd` at `ctime`, again after its ctime moved
+    /// behind the mount: another header than the cached one is kept and counted as a rewrite;
+    /// one that does not read drops the cached one (a new open fails on it as it should).
+    func noticeRewrite(_ inode: Inode, fd: Int32, ctime: timespec) {
+        guard case .known(let cached, _, _, _) = inode.contentState else { return }
+        do {
+            let header = try ProtectedFileHeader.read(fd: fd)
+            guard header != cached else { return }
+            inode.noteRewrite()
+            recordHeader(header, of: inode, fd: fd, stamp: ctime)
+        } catch {
+            inode.noteRewrite()
+            inode.invalidateCachedHeader()
+        }
+    }
+}
