@@ -140,4 +140,50 @@ struct OutsideRewriteTests {
         #expect(try f.backingBytes("t") == Array(outside[0..<8]))
         #expect(f.errno { _ = try f.read(old) } == EIO)
     }
+
+    /// Sets the file's owner through the mount (the owner attribute; "" makes it personal).
+    static func setOwner(_ f: OverlayCoreFixture, _ nodeid: UInt64, _ owner: String) throws {
+        let value = Array(owner.utf8)
+        try value.withUnsafeBytes { bytes in
+            try f.request { try f.fs.setxattr(nodeid, name: "user.mam.owner", value: bytes, flags: 0, caller: f.caller) }
+        }
+    }
+
+    @Test("handles that followed an owner change through the mount are stale after a rewrite behind it: no work bytes in plaintext")
+    func ownerChangeThenRewrite() throws {
+        let f = try OverlayCoreFixture()
+        let personal = Array(repeating: Array("personal ".utf8), count: 100).flatMap { $0 }
+        try Self.make(f, "o", personal)
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "o", caller: f.caller) }.nodeid
+        try Self.setOwner(f, nodeid, "")
+        let writer = try f.request { try f.fs.open(nodeid, flags: O_RDWR, caller: f.caller) }
+        defer { f.fs.release(writer, caller: f.caller) }
+        let reader = try Self.open(f, "o")
+        defer { f.fs.release(reader, caller: f.caller) }
+        #expect(try f.read(reader) == personal)
+        try Self.setOwner(f, nodeid, OverlayCoreFixture.account)
+        #expect(try f.backingBytes("o").count > personal.count, "the owner change did not encrypt the file")
+        let outside = Array(repeating: Array("sync client bytes\n".utf8), count: 20).flatMap { $0 }
+        try Self.rewriteInPlace(f, "o", with: outside)
+        #expect(f.errno { try Self.write(f, writer, Array("WORK-SECRET".utf8), at: 0) } == EIO)
+        #expect(f.errno { _ = try f.read(reader) } == EIO)
+        #expect(try f.backingBytes("o") == outside, "a handle that followed the owner change wrote into the other program's file")
+    }
+
+    @Test("a rewrite behind the mount right after one of its writes: the handles opened before are stale")
+    func rewriteRightAfterAWrite() throws {
+        let f = try OverlayCoreFixture(policy: Policy(fileEncryptionRequired: false))
+        try Self.make(f, "g", Array(repeating: UInt8(ascii: "g"), count: 2_000))
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "g", caller: f.caller) }.nodeid
+        let reader = try Self.open(f, "g")
+        defer { f.fs.release(reader, caller: f.caller) }
+        let writer = try f.request { try f.fs.open(nodeid, flags: O_WRONLY, caller: f.caller) }
+        defer { f.fs.release(writer, caller: f.caller) }
+        try Self.write(f, writer, Array("P".utf8), at: 0)
+        let outside = Array(repeating: UInt8(ascii: "x"), count: 500)
+        try Self.rewriteInPlace(f, "g", with: outside)
+        #expect(f.errno { _ = try f.read(reader) } == EIO, "a rewrite right after the mount's own write went unnoticed")
+        #expect(f.errno { try Self.write(f, writer, Array("Q".utf8), at: 1) } == EIO)
+        #expect(try f.backingBytes("g") == outside)
+    }
 }

@@ -182,9 +182,17 @@ final class Inode: @unchecked Sendable {
         }
     }
 
-    /// The mount changed the file's content (a truncation at open).
-    func contentChanged() {
-        state.withLock { $0.changedSinceSeen = true }
+    /// The mount changed the file's content and then read its ctime (nil: it could not, and
+    /// the next move counts as the mount's).
+    func sawOwnChange(ctime: timespec?) {
+        state.withLock { state in
+            guard let ctime else {
+                state.changedSinceSeen = true
+                return
+            }
+            state.seenCtime = ctime
+            state.changedSinceSeen = false
+        }
     }
 
     /// Counts a rewrite behind the mount noticed while handles were open.

@@ -290,7 +290,7 @@ extension OverlayFilesystem {
     private func changingContentUnguarded<R>(_ handle: OpenFile, _ body: (ProtectedFileContent, stat) throws -> R) throws -> R {
         let content = try content(handle)
         let backing = try SystemCall.stat(fd: content.fd)
-        try requireNotRewrittenBehind(handle, ctime: backing.st_ctim, changing: true)
+        let checked = try requireNotRewrittenBehind(handle, ctime: backing.st_ctim, changing: true)
         // The header changes only by getting the sparse flag, which changes the shape; the
         // shape is compared because it holds no strings or arrays to copy on every write.
         let before = content.shape
@@ -298,6 +298,7 @@ extension OverlayFilesystem {
             if content.shape != before, let after = content.header, handle.backingKey == handle.inode.key {
                 handle.inode.storeSparseHeader(after)
             }
+            if checked { sawOwnChange(handle.inode, fd: content.fd) }
         }
         return try body(content, backing)
     }

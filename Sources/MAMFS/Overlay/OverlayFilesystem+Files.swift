@@ -244,7 +244,7 @@ extension OverlayFilesystem {
                     var now = stat()
                     fstat(fd, &now)
                     inode.storeHeader(header, key: key, generation: generation, stamp: now.st_ctim)
-                    inode.contentChanged()
+                    inode.sawHeader(at: now.st_ctim, rewritten: false)
                 }
                 opened = (header, key, inode.rewrites)
                 inode.adjustOpenCount(1)

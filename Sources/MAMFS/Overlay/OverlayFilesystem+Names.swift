@@ -154,6 +154,7 @@ extension OverlayFilesystem {
             let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: key, sparseHeader: sparseHeaderSource)
             defer {
                 if let after = content.header, after != header { inode.storeSparseHeader(after) }
+                sawOwnChange(inode, fd: file.rawValue)
                 // Without an open handle no close drops the cipher this truncate kept with the key.
                 if inode.openCount == 0 { key?.forgetBlockCipher() }
             }

@@ -92,7 +92,7 @@ extension OverlayFilesystem {
         guard BackingKey(st) != inode.key else {
             // Rewritten in place: same descriptor, new header (no dup: that kept one more
             // descriptor per protect until the entry went away).
-            inode.invalidateCachedHeader()
+            readHeaderAfterOwnRewrite(inode)
             return
         }
         // A rewrite keeps the file's owner, group and mode: a file under the name without them
@@ -111,6 +111,7 @@ extension OverlayFilesystem {
         // The table takes the descriptor only when it repoints the entry.
         guard table.repoint(inode, to: st, fd: replacement.rawValue) else { return }
         _ = replacement.take()
+        readHeaderAfterOwnRewrite(inode)
         // The kernel may hold the old file's attributes (a link count of 0) for this node.
         attributesChanged?(inode.nodeid)
     }

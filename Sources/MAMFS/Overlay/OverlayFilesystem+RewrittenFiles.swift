@@ -17,12 +17,14 @@ import MAMProtection
 /// open.
 extension OverlayFilesystem {
     /// Checks a request through `handle` that has just read the backing file's `ctime`;
-    /// `changing`: the request goes on to change the file's content.
+    /// `changing`: the request goes on to change the file's content (and then calls
+    /// `sawOwnChange` when it is done). Returns false for a handle left on a file its entry no
+    /// longer names (it reads its own header; nothing is checked).
     /// - Throws: EIO when the file was rewritten behind the mount after the handle was opened.
-    func requireNotRewrittenBehind(_ handle: OpenFile, ctime: timespec, changing: Bool) throws {
+    @discardableResult
+    func requireNotRewrittenBehind(_ handle: OpenFile, ctime: timespec, changing: Bool) throws -> Bool {
         let inode = handle.inode
-        // A handle left on a file its entry no longer names reads its own header.
-        guard let seen = inode.observe(ctime: ctime, changing: changing, file: handle.backingKey) else { return }
+        guard let seen = inode.observe(ctime: ctime, changing: changing, file: handle.backingKey) else { return false }
         var rewrites = seen.rewrites
         if seen.move == .behindMount {
             noticeRewrite(inode, fd: handle.fd, ctime: ctime)
@@ -33,6 +35,28 @@ extension OverlayFilesystem {
                 limitedBy: "rewritten \(inode.nodeid)")
             throw FilesystemError(code: EIO)
         }
+        return true
+    }
+
+    /// After the mount changed the content of `inode`'s file, open as `fd`: the ctime now is
+    /// the mount's own (an fstat, so a rewrite behind the mount right after the change is told
+    /// from it; when the fstat fails the next move counts as the mount's).
+    func sawOwnChange(_ inode: Inode, fd: Int32) {
+        var st = stat()
+        inode.sawOwnChange(ctime: fstat(fd, &st) == 0 ? st.st_ctim : nil)
+    }
+
+    /// After mamfs itself rewrote `inode`'s file (an owner change, the encryption before a
+    /// write) or moved the entry to the file it wrote: the header is read now, as the mount's
+    /// own, so that the handles that follow it are checked against it from here on (a rewrite
+    /// behind the mount before their next request makes them stale rather than followed).
+    /// When it cannot be read the entry is left without one, read at the next request.
+    func readHeaderAfterOwnRewrite(_ inode: Inode) {
+        inode.invalidateCachedHeader()
+        guard let file = try? reopenBacking(inode, O_RDONLY | O_NONBLOCK | O_CLOEXEC, noAccessTime: true),
+              let st = try? file.stat(), let header = try? ProtectedFileHeader.read(fd: file.rawValue) else { return }
+        recordHeader(header, of: inode, fd: file.rawValue, stamp: st.st_ctim)
+        inode.sawHeader(at: st.st_ctim, rewritten: false)
     }
 
     /// Reads the header of `inode`'s file, open as `fd` at `ctime`, again after its ctime moved
