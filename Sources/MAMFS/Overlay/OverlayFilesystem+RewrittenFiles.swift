@@ -13,8 +13,8 @@ import MAMProtection
 /// reads or writes the new file through the header of the old one (ciphertext shown as data,
 /// a header written over another program's bytes) nor follows it to another owner (a managed
 /// app's writes landing in a file that is no longer encrypted). New opens read the file as it
-/// is. A rewrite between two writes of the mount itself is not told from them until the next
-/// open.
+/// is. After each change of its own the mount reads the ctime again (`sawOwnChange`), so what
+/// goes unnoticed is a rewrite in the moment between the change and that fstat.
 extension OverlayFilesystem {
     /// Checks a request through `handle` that has just read the backing file's `ctime`;
     /// `changing`: the request goes on to change the file's content (and then calls
