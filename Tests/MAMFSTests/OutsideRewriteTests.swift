@@ -11,11 +11,13 @@ import Testing
 /// one; the mount's own changes and a ctime moved without a new header leave them working.
 @Suite("Backing file rewritten in place while a handle is open")
 struct OutsideRewriteTests {
-    /// Creates `name` through the core with `bytes` and closes it.
-    static func make(_ f: OverlayCoreFixture, _ name: String, _ bytes: [UInt8]) throws {
+    /// Creates `name` through the core with `bytes` and closes it. - Returns: its nodeid.
+    @discardableResult
+    static func make(_ f: OverlayCoreFixture, _ name: String, _ bytes: [UInt8]) throws -> UInt64 {
         let created = try f.request { try f.fs.create(parent: f.root, name: name, mode: 0o644, flags: O_CREAT | O_RDWR, caller: f.caller) }
         _ = try bytes.withUnsafeBytes { data in try f.request { try f.fs.write(created.handle, data, offset: 0, writepage: false, caller: f.caller) } }
         f.fs.release(created.handle, caller: f.caller)
+        return created.entry.nodeid
     }
 
     /// Overwrites the backing file `name` in place (same inode) with `bytes`.
@@ -29,8 +31,17 @@ struct OutsideRewriteTests {
 
     /// Opens `name` read-only through the core.
     static func open(_ f: OverlayCoreFixture, _ name: String) throws -> OpenFile {
-        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: name, caller: f.caller) }.nodeid
-        return try f.request { try f.fs.open(nodeid, flags: O_RDONLY, caller: f.caller) }
+        try open(f, try f.request { try f.fs.lookup(parent: f.root, name: name, caller: f.caller) }.nodeid)
+    }
+
+    /// Opens `nodeid` through the core with `flags`.
+    static func open(_ f: OverlayCoreFixture, _ nodeid: UInt64, _ flags: Int32 = O_RDONLY) throws -> OpenFile {
+        try f.request { try f.fs.open(nodeid, flags: flags, caller: f.caller) }
+    }
+
+    /// Sets the size of `nodeid` through the core: through `handle`, or by name without one.
+    static func setSize(_ f: OverlayCoreFixture, _ nodeid: UInt64, _ size: Int64, handle: OpenFile? = nil) throws {
+        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: size), handle: handle, caller: f.caller) }
     }
 
     @Test("an encrypted file rewritten with another encrypted file's bytes: a new open reads that file's plaintext")
@@ -77,9 +88,8 @@ struct OutsideRewriteTests {
           arguments: [0, 9, 129, 129 + 4_124, 4_000])
     func oldHandleAfterRewrite(untaggedLength: Int) throws {
         let f = try OverlayCoreFixture()
-        try Self.make(f, "w", Array(repeating: UInt8(ascii: "w"), count: 12_000))
-        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "w", caller: f.caller) }.nodeid
-        let old = try f.request { try f.fs.open(nodeid, flags: O_RDWR | O_APPEND, caller: f.caller) }
+        let nodeid = try Self.make(f, "w", Array(repeating: UInt8(ascii: "w"), count: 12_000))
+        let old = try Self.open(f, nodeid, O_RDWR | O_APPEND)
         defer { f.fs.release(old, caller: f.caller) }
         #expect(try f.read(old).count == 12_000)
         let outside = (0..<untaggedLength).map { UInt8(truncatingIfNeeded: $0 % 26 + 97) }
@@ -87,7 +97,7 @@ struct OutsideRewriteTests {
         #expect(f.errno { try Self.write(f, old, Array("APPENDED".utf8), at: 0) } == EIO)
         #expect(f.errno { try Self.write(f, old, Array("ZZZZ".utf8), at: 5) } == EIO)
         #expect(f.errno { _ = try f.read(old) } == EIO)
-        #expect(f.errno { _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 3), handle: old, caller: f.caller) } } == EIO)
+        #expect(f.errno { try Self.setSize(f, nodeid, 3, handle: old) } == EIO)
         #expect(try f.backingBytes("w") == outside, "a stale handle changed the file another program wrote")
         let new = try Self.open(f, "w")
         defer { f.fs.release(new, caller: f.caller) }
@@ -97,11 +107,10 @@ struct OutsideRewriteTests {
     @Test("the mount's own writes, truncations and attribute changes through other handles leave a handle working")
     func ownChangesKeepHandles() throws {
         let f = try OverlayCoreFixture()
-        try Self.make(f, "m", Array(repeating: UInt8(ascii: "m"), count: 6_000))
-        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "m", caller: f.caller) }.nodeid
-        let first = try f.request { try f.fs.open(nodeid, flags: O_RDWR, caller: f.caller) }
+        let nodeid = try Self.make(f, "m", Array(repeating: UInt8(ascii: "m"), count: 6_000))
+        let first = try Self.open(f, nodeid, O_RDWR)
         defer { f.fs.release(first, caller: f.caller) }
-        let second = try f.request { try f.fs.open(nodeid, flags: O_RDWR, caller: f.caller) }
+        let second = try Self.open(f, nodeid, O_RDWR)
         defer { f.fs.release(second, caller: f.caller) }
         var expected = Array(repeating: UInt8(ascii: "m"), count: 6_000)
         for round in 0..<20 {
@@ -111,10 +120,10 @@ struct OutsideRewriteTests {
             expected = Array(expected[0..<(expected.count - 100)]) + piece
             #expect(try f.read(round % 2 == 0 ? second : first) == expected)
         }
-        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 5_000), handle: first, caller: f.caller) }
+        try Self.setSize(f, nodeid, 5_000, handle: first)
         expected = Array(expected[0..<5_000])
         _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(mode: 0o600), handle: nil, caller: f.caller) }
-        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 4_000), handle: nil, caller: f.caller) }
+        try Self.setSize(f, nodeid, 4_000)
         expected = Array(expected[0..<4_000])
         #expect(try f.read(second) == expected)
         #expect(try f.read(first) == expected)
@@ -129,14 +138,13 @@ struct OutsideRewriteTests {
     @Test("a truncate by name after a rewrite behind the mount cuts the file as it is now, and the old handle is stale")
     func truncateByNameAfterRewrite() throws {
         let f = try OverlayCoreFixture()
-        try Self.make(f, "t", Array(repeating: UInt8(ascii: "t"), count: 9_000))
-        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "t", caller: f.caller) }.nodeid
-        let old = try f.request { try f.fs.open(nodeid, flags: O_RDONLY, caller: f.caller) }
+        let nodeid = try Self.make(f, "t", Array(repeating: UInt8(ascii: "t"), count: 9_000))
+        let old = try Self.open(f, nodeid, O_RDONLY)
         defer { f.fs.release(old, caller: f.caller) }
         #expect(try f.read(old).count == 9_000)
         let outside = Array("untagged bytes written behind the mount".utf8)
         try Self.rewriteInPlace(f, "t", with: outside)
-        _ = try f.request { try f.fs.setattr(nodeid, AttributeChanges(size: 8), handle: nil, caller: f.caller) }
+        try Self.setSize(f, nodeid, 8)
         #expect(try f.backingBytes("t") == Array(outside[0..<8]))
         #expect(f.errno { _ = try f.read(old) } == EIO)
     }
@@ -153,10 +161,9 @@ struct OutsideRewriteTests {
     func ownerChangeThenRewrite() throws {
         let f = try OverlayCoreFixture()
         let personal = Array(repeating: Array("personal ".utf8), count: 100).flatMap { $0 }
-        try Self.make(f, "o", personal)
-        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "o", caller: f.caller) }.nodeid
+        let nodeid = try Self.make(f, "o", personal)
         try Self.setOwner(f, nodeid, "")
-        let writer = try f.request { try f.fs.open(nodeid, flags: O_RDWR, caller: f.caller) }
+        let writer = try Self.open(f, nodeid, O_RDWR)
         defer { f.fs.release(writer, caller: f.caller) }
         let reader = try Self.open(f, "o")
         defer { f.fs.release(reader, caller: f.caller) }
@@ -173,11 +180,10 @@ struct OutsideRewriteTests {
     @Test("a rewrite behind the mount right after one of its writes: the handles opened before are stale")
     func rewriteRightAfterAWrite() throws {
         let f = try OverlayCoreFixture(policy: Policy(fileEncryptionRequired: false))
-        try Self.make(f, "g", Array(repeating: UInt8(ascii: "g"), count: 2_000))
-        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "g", caller: f.caller) }.nodeid
+        let nodeid = try Self.make(f, "g", Array(repeating: UInt8(ascii: "g"), count: 2_000))
         let reader = try Self.open(f, "g")
         defer { f.fs.release(reader, caller: f.caller) }
-        let writer = try f.request { try f.fs.open(nodeid, flags: O_WRONLY, caller: f.caller) }
+        let writer = try Self.open(f, nodeid, O_WRONLY)
         defer { f.fs.release(writer, caller: f.caller) }
         try Self.write(f, writer, Array("P".utf8), at: 0)
         let outside = Array(repeating: UInt8(ascii: "x"), count: 500)
