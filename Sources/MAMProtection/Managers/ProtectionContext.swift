@@ -14,6 +14,10 @@ public final class ProtectionContext: @unchecked Sendable {
     public let state: StateStore
     let keys: AccountKeyStore
     private let lock = NSLock()
+    /// Held through a whole `reload`: two reloads that overlapped could finish in the other
+    /// order, the one that read the state before a commit storing its accounts and policies
+    /// over those of the one that read them after.
+    private let reloadLock = NSLock()
     private var accountsById: [String: AccountRecord] = [:]
     /// Built once per reload (asked on every file created through a mount).
     private var evaluator = PolicyEvaluator(policies: [:])
@@ -95,6 +99,8 @@ public final class ProtectionContext: @unchecked Sendable {
     // MARK: Accounts and policy
 
     private func reload() throws {
+        reloadLock.lock()
+        defer { reloadLock.unlock() }
         let version = try state.dataVersion()
         var byId: [String: AccountRecord] = [:]
         var table: [String: Policy] = [:]
