@@ -24,7 +24,7 @@ let package = Package(
         // libxml2 behind an opaque C interface (its headers cannot be imported next to Foundation's).
         .target(name: "CXMLTree", dependencies: ["CLibXML2"]),
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
-        .systemLibrary(name: "CFuse", path: "fuse", pkgConfig: "fuse3",
+        .systemLibrary(name: "CFuse", path: "Sources/CFuse", pkgConfig: "fuse3",
                        providers: [.apt(["libfuse3-dev"])]),
         // The libfuse session's /dev/fuse transport (C: it edits the INIT reply libfuse sends).
         .target(name: "CFuseTransport", dependencies: ["CFuse"]),
