@@ -97,6 +97,15 @@ public enum SystemCall {
         }
     }
 
+    /// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writing the dirty pages of `fd` in
+    /// bytes `offset ..< offset+length` to the disk and returns without waiting (it may block
+    /// while the device's queue is full). Durability still needs fsync: no metadata is written.
+    /// - Throws: the call's `Errno` (EBADF, EINVAL, EIO, ENOSPC, ESPIPE).
+    public static func startWriteback(fd: Int32, offset: Int64, length: Int64) throws(Errno) {
+        guard length > 0 else { return }
+        guard mamfs_start_writeback(fd, offset, length) == 0 else { throw Errno.current }
+    }
+
     /// renameat2(2) with `flags` (`SystemConstants.rename*`); plain renameat when `flags` is 0.
     public static func rename(from: Int32, _ fromName: UnsafePointer<CChar>, to: Int32, _ toName: UnsafePointer<CChar>, flags: UInt32) throws(Errno) {
         let rc = flags == 0 ? renameat(from, fromName, to, toName) : mamfs_renameat2(from, fromName, to, toName, flags)

@@ -31,6 +31,9 @@ final class OpenFile: KernelHandle, @unchecked Sendable {
     /// The entry's count of rewrites behind the mount when the handle was opened
     /// (`Inode.rewrites`): once it moves on, the file is no longer the one the handle opened.
     let rewritesAtOpen: UInt64
+    /// The handle's run of sequential writes and how much of it was sent to the disk; changed
+    /// only under the entry's exclusive content lock (`OverlayFilesystem.write`).
+    var sequentialWriteback = SequentialWriteback()
     /// Unique among the handles of this process, never reused (names the handle an entry's
     /// cached `ContentView` was made for).
     let serial = OpenFile.serials.add(1, ordering: .relaxed).newValue

@@ -304,6 +304,10 @@ extension OverlayFilesystem {
                     throw FilesystemError(code: EPERM)
                 }
                 try content.write(data, at: at, backing: backing)
+                // A long sequential run goes to the disk while the rest is being written.
+                if let run = handle.sequentialWriteback.wrote(at: at, count: Int64(data.count)) {
+                    content.startWriteback(plaintext: run)
+                }
             }
         }
         return data.count
