@@ -25,9 +25,9 @@ static inline int mamfs_fallocate(int fd, int mode, long long offset, long long 
 }
 /* sync_file_range(2) with SYNC_FILE_RANGE_WRITE (2): starts the writeback of the dirty pages of
    `fd` in `offset ..< offset+length` without waiting for it. -1 with errno. */
-extern int sync_file_range(int fd, off_t offset, off_t length, unsigned int flags);
+extern int sync_file_range(int fd, __off64_t offset, __off64_t length, unsigned int flags);
 static inline int mamfs_start_writeback(int fd, long long offset, long long length) {
-    return sync_file_range(fd, (off_t)offset, (off_t)length, 2u /* SYNC_FILE_RANGE_WRITE */);
+    return sync_file_range(fd, (__off64_t)offset, (__off64_t)length, 2u /* SYNC_FILE_RANGE_WRITE */);
 }
 static inline int mamfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);

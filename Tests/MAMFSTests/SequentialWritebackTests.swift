@@ -43,7 +43,7 @@ struct SequentialWritebackTests {
         #expect(run.wrote(at: 8 * Self.mib, count: Self.mib) == 0..<(8 * Self.mib))
     }
 
-    @Test("the stored range of whole blocks: encrypted blocks of 4,124 bytes after the header, plain bytes after it")
+    @Test("the stored range of the blocks from one offset's to another's: encrypted blocks of 4,124 bytes after the header, plain bytes after it")
     func storedRanges() throws {
         let f = try OverlayCoreFixture()
         let nodeid = try OutsideRewriteTests.make(f, "e", Array(repeating: 7, count: 10_000))
@@ -52,16 +52,18 @@ struct SequentialWritebackTests {
         let content = try f.fs.content(handle)
         let header = content.dataOffset
         #expect(header > 0)
-        #expect(content.storedRange(ofWholeBlocks: 0..<8192) == header..<(header + 2 * 4124))
-        // Partial blocks at either end are left out: rounded down at both ends.
-        #expect(content.storedRange(ofWholeBlocks: 100..<8191) == header..<(header + 4124))
-        #expect(content.storedRange(ofWholeBlocks: 4096..<4100).isEmpty)
+        #expect(content.storedRange(ofBlocksFrom: 0, before: 8192) == header..<(header + 2 * 4124))
+        // Both offsets are rounded down to their block: the block holding the first is in
+        // the range (a run that began inside it wrote the rest of it), the one holding the
+        // second is not (the writer is still in it).
+        #expect(content.storedRange(ofBlocksFrom: 100, before: 8191) == header..<(header + 4124))
+        #expect(content.storedRange(ofBlocksFrom: 4096, before: 4100).isEmpty)
         let plain = try OverlayCoreFixture(managed: false, policy: Policy(fileEncryptionRequired: false))
         let untagged = try OutsideRewriteTests.make(plain, "p", Array(repeating: 1, count: 10_000))
         let p = try OutsideRewriteTests.open(plain, untagged, O_RDWR)
         defer { plain.fs.release(p, caller: plain.caller) }
         let pc = try plain.fs.content(p)
-        #expect(pc.storedRange(ofWholeBlocks: 4096..<12_288) == (pc.dataOffset + 4096)..<(pc.dataOffset + 12_288))
+        #expect(pc.storedRange(ofBlocksFrom: 4096, before: 12_288) == (pc.dataOffset + 4096)..<(pc.dataOffset + 12_288))
     }
 
     /// The backing file's extents as `filefrag -v` lists them: (first byte, byte count, flags).
@@ -99,7 +101,7 @@ struct SequentialWritebackTests {
             #expect(written == chunk.count)
         }
         let content = try f.fs.content(created.handle)
-        let sent = content.storedRange(ofWholeBlocks: 0..<(16 * Self.mib))
+        let sent = content.storedRange(ofBlocksFrom: 0, before: 16 * Self.mib)
         let extents = try Self.extents(f.backing + "/big")
         let head = extents.filter { $0.start < sent.upperBound }
         #expect(!head.isEmpty)

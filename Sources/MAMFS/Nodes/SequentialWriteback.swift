@@ -3,16 +3,17 @@
 /// The kernel starts writing a dirty file back only at its dirty thresholds (10% of memory in
 /// the background) or after 30 seconds, so a large copy into the mount followed by an fsync
 /// (`cp` then `sync`, `dd conv=fsync`) used to encrypt everything first and only then wait
-/// for the disk. With a run of writes each starting where the previous one ended, the bytes
-/// more than `window` behind the writer are handed to the disk while the rest is still being
-/// encrypted (`ProtectedFileContent.startWriteback`), so the disk and the cipher work at once.
+/// for the disk. With a run of writes each starting where the previous one ended, every
+/// `window` bytes of the run the blocks up to where the current write begins are handed to
+/// the disk while the rest is still being encrypted (`OverlayFilesystem.startWriteback`), so
+/// the disk and the cipher work at once.
 /// Random writes, rewrites of one place and files smaller than the window start nothing:
 /// their pages are left to the kernel, which may never need to write short-lived ones.
 ///
 /// Plaintext offsets, bytes. Not synchronised: the owner (`OpenFile`) changes it only under
 /// its entry's exclusive content lock.
 struct SequentialWriteback {
-    /// How far behind the writer a run's bytes must be before they are sent (8 MiB).
+    /// How many bytes of a run gather before they are sent together (8 MiB).
     static let window: Int64 = 8 << 20
 
     /// Where the handle's last write ended (-1: no write yet).

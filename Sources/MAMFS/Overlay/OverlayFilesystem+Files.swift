@@ -289,6 +289,7 @@ extension OverlayFilesystem {
         try requireOwnerNotWiped(handle)
         try encryptIfRequired(before: handle)
         let appendAtEnd = handle.append && !writepage
+        var sendToDisk: Range<Int64>?
         try handle.inode.contentLock.writing {
             // One fstat serves the check for a rewrite behind the mount, the set-ID bits, the
             // end of an O_APPEND write and the write.
@@ -304,13 +305,27 @@ extension OverlayFilesystem {
                     throw FilesystemError(code: EPERM)
                 }
                 try content.write(data, at: at, backing: backing)
-                // A long sequential run goes to the disk while the rest is being written.
                 if let run = handle.sequentialWriteback.wrote(at: at, count: Int64(data.count)) {
-                    content.startWriteback(plaintext: run)
+                    sendToDisk = content.storedRange(ofBlocksFrom: run.lowerBound, before: run.upperBound)
                 }
             }
         }
+        // A long sequential run goes to the disk while the rest is being written; outside the
+        // locks, as the call may wait for the device's queue.
+        if let sendToDisk { startWriteback(handle, stored: sendToDisk) }
         return data.count
+    }
+
+    /// Starts the writeback of backing bytes `stored` of `handle`'s file without waiting
+    /// (`SystemCall.startWriteback`). A hint: pages it does not start are written back by the
+    /// kernel later, and the handle's fsync reports a failed writeback as before (the call
+    /// consumes no writeback error); a call that fails is logged (once a minute per file).
+    func startWriteback(_ handle: OpenFile, stored: Range<Int64>) {
+        do {
+            try SystemCall.startWriteback(fd: handle.fd, offset: stored.lowerBound, length: Int64(stored.count))
+        } catch {
+            log("could not start the writeback of node \(handle.inode.nodeid): \(error)", limitedBy: "writeback \(handle.inode.nodeid)")
+        }
     }
 
     /// fsync/fdatasync of the backing file; a written file then counts as changed (a provider
