@@ -115,18 +115,25 @@ extension OverlayFilesystem {
     /// are not re-protected, an encrypted file stays encrypted); a plain work file whose owner's
     /// policy now requires encryption is still encrypted by it. Writing `user.mam.encrypted`:
     /// see `setEncrypted`.
+    /// XATTR_CREATE and XATTR_REPLACE hold for the mamfs attributes as for stored ones
+    /// (`requireCreateOrReplace`).
     /// - Throws: EPERM for reserved names; EOPNOTSUPP for an `UnkeptAttribute` (ACLs, security
-    ///   labels); `setEncrypted`'s and `protect`'s errors.
+    ///   labels); EEXIST / ENODATA for the flags; `setEncrypted`'s and `protect`'s errors.
     func setxattr(_ nodeid: UInt64, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32, caller: Caller) throws {
         let inode = try node(nodeid, for: .changeXattr, by: caller)
         if isNamed(name, OverlayFilesystem.encryptedAttribute) {
             try requireWriteAccess(inode, caller)
+            try requireCreateOrReplace(flags, inode, name)
             try setEncrypted(inode, to: valueText(value), caller: caller)
             return
         }
         if UnkeptAttribute.contains(cName: name) { throw FilesystemError(code: EOPNOTSUPP) }
         if isReserved(name) { throw FilesystemError(code: EPERM) }
         if isNamed(name, OverlayFilesystem.ownerAttribute) {
+            if flags & (OverlayFilesystem.xattrCreate | OverlayFilesystem.xattrReplace) != 0 {
+                try requireWriteAccess(inode, caller)
+                try requireCreateOrReplace(flags, inode, name)
+            }
             let owner = valueText(value)
             if try isAlreadyOwned(inode, by: owner) {
                 try requireWriteAccess(inode, caller)
@@ -138,6 +145,22 @@ extension OverlayFilesystem {
             return
         }
         try ExtendedAttributes(path: inode.procPath).set(cName: name, value, flags: flags)
+    }
+
+    /// setxattr(2)'s flags (linux/xattr.h).
+    static let xattrCreate: Int32 = 1
+    static let xattrReplace: Int32 = 2
+
+    /// setxattr's XATTR_CREATE and XATTR_REPLACE for a mamfs attribute `name`, as for a stored
+    /// one: the attribute exists when getxattr reads a value for it now.
+    /// - Throws: EEXIST for XATTR_CREATE of an attribute that exists (a tagged object's
+    ///   `user.mam.owner`, any file's or directory's `user.mam.encrypted`); ENODATA for
+    ///   XATTR_REPLACE of one that does not (an untagged object's owner); nothing is changed.
+    private func requireCreateOrReplace(_ flags: Int32, _ inode: Inode, _ name: UnsafePointer<CChar>) throws {
+        guard flags & (OverlayFilesystem.xattrCreate | OverlayFilesystem.xattrReplace) != 0 else { return }
+        let exists = try virtualAttribute(inode, name) != nil
+        if flags & OverlayFilesystem.xattrCreate != 0, exists { throw FilesystemError(code: EEXIST) }
+        if flags & OverlayFilesystem.xattrReplace != 0, !exists { throw FilesystemError(code: ENODATA) }
     }
 
     /// Writing `user.mam.encrypted` = `value` (the text the caller sent), which can raise a

@@ -1,0 +1,55 @@
+import Foundation
+import Glibc
+import Testing
+@testable import MAMFS
+@testable import MAMProtection
+import MAMSystem
+
+/// setxattr(2)'s XATTR_CREATE and XATTR_REPLACE on the mamfs attributes: they hold as for a
+/// stored attribute (the attribute exists when getxattr reads a value), and a refused call
+/// changes nothing: no owner change, no decryption.
+@Suite("XATTR_CREATE and XATTR_REPLACE on user.mam.owner and user.mam.encrypted")
+struct OwnerAttributeFlagsTests {
+    static let create: Int32 = 1
+    static let replace: Int32 = 2
+
+    static func set(_ f: OverlayCoreFixture, _ nodeid: UInt64, _ name: String, _ value: String, flags: Int32) -> Int32 {
+        let bytes = Array(value.utf8)
+        return f.errno {
+            try bytes.withUnsafeBytes { try f.fs.setxattr(nodeid, name: name, value: $0, flags: flags, caller: f.caller) }
+        }
+    }
+
+    static func backingOwnerTag(_ path: String) -> String? {
+        ((try? ExtendedAttributes(path: path).get("user.mam.owner")) ?? nil).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test("a work file: XATTR_CREATE of its owner is EEXIST and the file stays encrypted; XATTR_REPLACE changes it")
+    func ownedFile() throws {
+        let f = try OverlayCoreFixture()
+        let secret = Array(repeating: Array("WORK-SECRET ".utf8), count: 50).flatMap { $0 }
+        let nodeid = try OutsideRewriteTests.make(f, "w", secret)
+        let stored = try f.backingBytes("w")
+        #expect(try ProtectedFileHeader.read(fd: Glibc.open(f.backing + "/w", O_RDONLY))?.isEncrypted == true)
+        #expect(Self.set(f, nodeid, "user.mam.owner", "", flags: Self.create) == EEXIST)
+        #expect(try f.backingBytes("w") == stored, "a refused XATTR_CREATE changed the backing file")
+        #expect(Self.set(f, nodeid, "user.mam.encrypted", "1", flags: Self.create) == EEXIST)
+        #expect(try f.backingBytes("w") == stored)
+        #expect(Self.set(f, nodeid, "user.mam.owner", OverlayCoreFixture.account, flags: Self.replace) == 0)
+        #expect(try f.backingBytes("w") == stored, "the owner it already had rewrote the file")
+    }
+
+    @Test("an untagged directory: XATTR_REPLACE of its owner is ENODATA and it stays untagged; XATTR_CREATE tags it")
+    func untaggedDirectory() throws {
+        let f = try OverlayCoreFixture()
+        #expect(mkdir(f.backing + "/plain", 0o755) == 0)
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "plain", caller: f.caller) }.nodeid
+        #expect(Self.backingOwnerTag(f.backing + "/plain") == nil)
+        #expect(Self.set(f, nodeid, "user.mam.owner", "", flags: Self.replace) == ENODATA)
+        #expect(Self.backingOwnerTag(f.backing + "/plain") == nil, "a refused XATTR_REPLACE tagged the directory")
+        #expect(Self.set(f, nodeid, "user.mam.owner", "", flags: Self.create) == 0)
+        #expect(Self.backingOwnerTag(f.backing + "/plain") == "")
+        #expect(Self.set(f, nodeid, "user.mam.owner", OverlayCoreFixture.account, flags: Self.create) == EEXIST)
+        #expect(Self.backingOwnerTag(f.backing + "/plain") == "")
+    }
+}
