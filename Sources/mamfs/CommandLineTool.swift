@@ -85,8 +85,18 @@ enum CommandLineTool {
     }
 
     /// Runs the command line `arguments` (without the program name); returns the exit code.
-    /// Options before the verb are `GlobalOptions`.
+    /// Options before the verb are `GlobalOptions`. A command whose output could not all be
+    /// written to stdout fails with EX_IOERR (74) and says why on stderr (not for EPIPE: the
+    /// reader chose to stop), unless it failed already with its own code.
     static func run(_ arguments: [String], environment: [String: String]) -> ExitCode {
+        Output.resetStdoutFailure()
+        let code = runCommand(arguments, environment: environment)
+        guard code == .ok, let failure = Output.stdoutFailure else { return code }
+        if failure != EPIPE { Output.error("mamfs: cannot write to stdout: \(String(cString: strerror(failure)))") }
+        return .ioErr
+    }
+
+    private static func runCommand(_ arguments: [String], environment: [String: String]) -> ExitCode {
         let globals: GlobalOptions
         let words: [String]
         do {

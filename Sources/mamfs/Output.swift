@@ -1,8 +1,26 @@
 import Foundation
+import Synchronization
 
-/// Writing to stdout and stderr. Everything goes through unbuffered `FileHandle` writes so text
+/// Writing to stdout and stderr. Everything goes through unbuffered write(2) calls so text
 /// and binary output never interleave out of order.
+///
+/// A write to stdout that fails (a full disk, /dev/full, a closed descriptor, a reader that
+/// went away) is remembered: `stdoutFailure` gives its errno, and `CommandLineTool.run` turns
+/// a command that would otherwise succeed into EX_IOERR, so `mamfs protect-data > f && rm
+/// original` never removes the original after a truncated `f`.
 enum Output {
+    /// The errno of the first failed write to stdout since `resetStdoutFailure`.
+    private static let firstStdoutFailure = Mutex<Int32?>(nil)
+
+    /// The errno of the first write to stdout that failed since the command started; nil when
+    /// every write went through.
+    static var stdoutFailure: Int32? { firstStdoutFailure.withLock { $0 } }
+
+    /// Forgets an earlier stdout failure (the start of a command).
+    static func resetStdoutFailure() {
+        firstStdoutFailure.withLock { $0 = nil }
+    }
+
     /// Writes `text` to stdout.
     static func out(_ text: String) {
         write(Data(text.utf8), to: STDOUT_FILENO)
@@ -28,8 +46,9 @@ enum Output {
         write(Data(text.utf8), to: STDERR_FILENO)
     }
 
-    /// Writes all of `data`, retrying short writes and EINTR. A closed pipe ends the write
-    /// silently (the reader has gone away; SIGPIPE normally ends the process first).
+    /// Writes all of `data`, retrying short writes and EINTR. A failure ends the write; for
+    /// stdout its errno is kept (`stdoutFailure`). A write to stderr that fails has nowhere to
+    /// be reported.
     private static func write(_ data: Data, to fd: Int32) {
         data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
             guard var pointer = buffer.baseAddress else { return }
@@ -38,6 +57,10 @@ enum Output {
                 let written = Glibc.write(fd, pointer, remaining)
                 if written < 0 {
                     if errno == EINTR { continue }
+                    if fd == STDOUT_FILENO {
+                        let code = errno
+                        firstStdoutFailure.withLock { if $0 == nil { $0 = code } }
+                    }
                     return
                 }
                 remaining -= written
