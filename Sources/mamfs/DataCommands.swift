@@ -26,7 +26,7 @@ enum DataCommands {
         }
         let context = try invocation.openContext()
         let accountId = try ProtectCommands.resolve(account, in: context)
-        let input = Output.readStandardInput()
+        let input = try Output.readStandardInput()
         let protected = try attempt("stdin") { try context.data.protect(input, accountId: accountId) }
         if arguments.flag("--base64") {
             Output.line(protected.base64EncodedString())
@@ -38,7 +38,7 @@ enum DataCommands {
 
     static func runUnprotect(_ arguments: ParsedArguments, _ invocation: Invocation) throws -> ExitCode {
         let context = try invocation.openContext()
-        var input = Output.readStandardInput()
+        var input = try Output.readStandardInput()
         if arguments.flag("--base64") {
             let text = String(decoding: input, as: UTF8.self).filter { !$0.isWhitespace }
             guard let decoded = Data(base64Encoded: text) else {

@@ -1,4 +1,5 @@
 import Foundation
+import MAMProtection
 import Synchronization
 
 /// Writing to stdout and stderr. Everything goes through unbuffered write(2) calls so text
@@ -69,9 +70,22 @@ enum Output {
         }
     }
 
-    /// Reads stdin to its end, binary-safe.
-    static func readStandardInput() -> Data {
-        FileHandle.standardInput.readDataToEndOfFile()
+    /// Reads stdin to its end, binary-safe, with read(2) (EINTR retried).
+    /// - Throws: `CommandFailure` "stdin: REASON" with EX_IOERR (74) when stdin cannot be read
+    ///   (a directory, a closed descriptor, an I/O error); nothing read is kept.
+    static func readStandardInput() throws -> Data {
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if count == 0 { return data }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let reason = String(cString: strerror(errno))
+                throw CommandFailure(subject: "stdin", message: "cannot read: \(reason)", exitCode: ExitCode.ioErr)
+            }
+            data.append(contentsOf: chunk[0..<count])
+        }
     }
 
     /// Formats rows as left-aligned columns separated by two spaces (the last column unpadded).

@@ -1,6 +1,7 @@
 import Foundation
 import MAMProtection
 
+StandardDescriptors.occupyClosed()
 if let problem = RawArguments.invalidUTF8(argc: CommandLine.argc, argv: CommandLine.unsafeArgv) {
     Output.error(problem)
     exit(ExitCode.usage.rawValue)

@@ -4,8 +4,9 @@ import Testing
 
 /// A command whose output cannot all be written to stdout (a full disk, /dev/full, a closed
 /// descriptor) fails with EX_IOERR (74) and says why, instead of exiting 0 after a truncated
-/// output: `mamfs protect-data < f > g && rm f` must never remove `f` when `g` is short.
-@Suite("CLI: a failed write to stdout is an error")
+/// output: `mamfs protect-data < f > g && rm f` must never remove `f` when `g` is short. The
+/// same for a stdin that cannot be read (a directory, a closed descriptor): 74, no crash.
+@Suite("CLI: a failed write to stdout or read of stdin is an error")
 struct StdoutFailureTests {
     /// Runs `mamfs ARGUMENTS --state STATE` with stdout redirected as `redirection` says (a
     /// shell redirection such as "> /dev/full" or ">&-").
@@ -55,5 +56,19 @@ struct StdoutFailureTests {
                                    stdin: Data("not base64 !!!\n".utf8))
         #expect(garbage.status == 65, "\(garbage.status) \(garbage.err)")
         #expect(!garbage.err.contains("cannot write to stdout"))
+    }
+
+    @Test("stdin a directory or closed: protect-data and unprotect-data exit 74 naming the reason (no crash), stdout empty")
+    func unreadableInput() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        for arguments in [["protect-data", "--account", Fixtures.account], ["unprotect-data"]] {
+            for (redirection, reason) in [("< /", "Is a directory"), ("<&-", "Bad file descriptor")] {
+                let result = try Self.run(sandbox, arguments, redirection: redirection)
+                #expect(result.status == 74, "\(arguments) \(redirection): \(result.status) \(result.err)")
+                #expect(result.err.contains("stdin: cannot read: \(reason)"), "\(arguments) \(redirection): \(result.err)")
+                #expect(result.stdout.isEmpty)
+            }
+        }
     }
 }
