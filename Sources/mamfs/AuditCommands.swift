@@ -8,7 +8,7 @@ enum AuditCommands {
         "audit",
         usage: ["mamfs audit [--json] [--since TIME] [--account ACCOUNT] [--state DIR]",
                 "mamfs audit verify [--state DIR]"],
-        summary: "Show the audit log: the denials of the caller-aware rules (and, at protectionLevel audit, the would-be denials) of mounts and the CLI, and the administrative actions of the CLI (protect, declassify, decrypt, wipe, enroll, unenroll, policy set, refused provider imports). 'mamfs audit verify' checks that no record was edited, removed, reordered or cut off.",
+        summary: "Show the audit log: the denials of the caller-aware rules (and, at protectionLevel audit, the would-be denials) of mounts and the CLI, and the administrative actions of the CLI (protect, declassify, decrypt, unprotect-data of a managed account's data, wipe, enroll, unenroll, policy set, refused provider imports). 'mamfs audit verify' checks that no record was edited, removed, reordered or cut off.",
         options: ["--json                  print a JSON array of records {seq, time, uid, pid, executable,",
                   "                        action, path, owner, decision, rule, count, hash}",
                   "--since TIME            only records from TIME on: ISO 8601 (2026-12-01T14:55:37Z,",

@@ -39,9 +39,11 @@ enum CommandAudit {
     /// - Returns: true when some object was only audited (the caller records nothing more).
     /// - Throws: `CommandFailure` (exit 77) naming the rule and the first denied path when the
     ///   level is block; nothing has been changed then.
-    /// `display` maps a recorded path to the one the error line names (the path as typed).
+    /// `display` maps a recorded path to the one the error line names (the path as typed);
+    /// `recorded` maps it to the one the log records (default: `absolute`).
     static func requireDeclassifyAllowed(_ context: ProtectionContext, action: String, owners: [(path: String, owner: String?)],
-                                         newOwner: String, display: (String) -> String = { $0 }) throws -> Bool {
+                                         newOwner: String, recorded: (String) -> String = absolute,
+                                         display: (String) -> String = { $0 }) throws -> Bool {
         let rules = context.accessRules
         var denied: [(String, AccessDecision)] = []
         var audited = false
@@ -49,7 +51,7 @@ enum CommandAudit {
             let decision = rules.decide(AccessRequest(action: .declassify(newOwner: newOwner), executable: executable,
                                                       owner: owner, appAccount: newOwner))
             guard decision.isRecorded else { continue }
-            context.auditLog.record(.ofThisProcess(executable: executable.path, action: action, path: absolute(path),
+            context.auditLog.record(.ofThisProcess(executable: executable.path, action: action, path: recorded(path),
                                                    owner: owner ?? "", decision: decision.verdict.auditName, rule: decision.rule))
             if decision.verdict == .denied { denied.append((path, decision)) } else { audited = true }
         }

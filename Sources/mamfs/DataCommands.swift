@@ -15,7 +15,7 @@ enum DataCommands {
     static let unprotectData = Verb(
         "unprotect-data",
         usage: ["mamfs unprotect-data [--base64] [--state DIR]"],
-        summary: "Read protected bytes from stdin and write the plaintext to stdout. Input that was never protected is written back unchanged.",
+        summary: "Read protected bytes from stdin and write the plaintext to stdout. Input that was never protected is written back unchanged. Data of a managed account is a declassification, as for decrypt: its policy's allowUserDecrypt decides (\(ExitCode.noPerm) when denied), and the audit log records it.",
         options: ["--base64                the input is base64 text (as written by protect-data --base64)"],
         spec: ArgumentSpec(flags: ["--base64"]),
         run: runUnprotect)
@@ -46,7 +46,18 @@ enum DataCommands {
             }
             input = decoded
         }
+        // Data of a managed account written out as plaintext is a declassification, as
+        // `decrypt -o -` of the same bytes in a file is: its policy's allowUserDecrypt decides,
+        // and the log records it (the path is "-", stdin). Personal data is not recorded.
+        let owner = try attempt("stdin") { try context.data.protectionInfo(input) }
+            .flatMap { context.policyEvaluator.isManaged(accountId: $0) ? $0 : nil }
+        var audited = false
+        if let owner {
+            audited = try CommandAudit.requireDeclassifyAllowed(context, action: "unprotect-data", owners: [("-", owner)],
+                                                                 newOwner: "", recorded: { $0 }) { _ in "stdin" }
+        }
         let plain = try attempt("stdin") { try context.data.unprotect(input) }
+        if let owner, !audited { CommandAudit.record(context, action: "unprotect-data", path: "-", owner: owner) }
         Output.bytes(plain)
         return ExitCode.ok
     }

@@ -87,6 +87,43 @@ struct AuditCommandTests {
         #expect(try s.records(action: "decrypt").map { $0["decision"] as? String } == ["denied", "denied"])
     }
 
+    @Test("unprotect-data of a work file's bytes or of a protected buffer with allowUserDecrypt false: 77, no output, a denied record of '-'")
+    func unprotectDataDenied() throws {
+        let s = try AuditSandbox(level: "block")
+        let buffer = try s.sandbox.run(["protect-data", "--account", Fixtures.account], stdin: Data(s.plaintext.utf8))
+        #expect(buffer.status == 0, "\(buffer.err)")
+        for input in [try s.sandbox.read(s.file), buffer.stdout] {
+            let result = try s.sandbox.run(["unprotect-data"], stdin: input)
+            #expect(result.status == 77, "\(result.err)")
+            #expect(result.stdout.isEmpty)
+            #expect(result.errLines == ["mamfs: unprotect-data: stdin: denied by policy (allowUserDecrypt=false): the owner's data may not be made personal; nothing was changed"])
+        }
+        let denied = try s.records(action: "unprotect-data")
+        #expect(denied.map { $0["decision"] as? String } == ["denied", "denied"])
+        #expect(denied.allSatisfy { $0["path"] as? String == "-" && $0["owner"] as? String == Fixtures.account })
+        #expect(denied.allSatisfy { $0["rule"] as? String == "allowUserDecrypt=false" })
+    }
+
+    @Test("unprotect-data at level audit writes the plaintext and records it audited; allowed, it records it allowed; unmanaged data records nothing")
+    func unprotectDataRecorded() throws {
+        let audit = try AuditSandbox(level: "audit")
+        let audited = try audit.sandbox.run(["unprotect-data"], stdin: try audit.sandbox.read(audit.file))
+        #expect(audited.status == 0, "\(audited.err)")
+        #expect(String(decoding: audited.stdout, as: UTF8.self) == audit.plaintext)
+        #expect(try audit.records(action: "unprotect-data").map { $0["decision"] as? String } == ["audited"])
+        let allowed = try AuditSandbox(level: "block", allowUserDecrypt: true)
+        let plain = try allowed.sandbox.run(["unprotect-data"], stdin: try allowed.sandbox.read(allowed.file))
+        #expect(plain.status == 0, "\(plain.err)")
+        #expect(String(decoding: plain.stdout, as: UTF8.self) == allowed.plaintext)
+        let records = try allowed.records(action: "unprotect-data")
+        #expect(records.map { $0["decision"] as? String } == ["allowed"])
+        #expect(records.first?["path"] as? String == "-")
+        let personal = try allowed.sandbox.run(["protect-data", "--account", ""], stdin: Data("mine\n".utf8))
+        let mine = try allowed.sandbox.run(["unprotect-data"], stdin: personal.stdout)
+        #expect(mine.status == 0 && mine.stdout == Data("mine\n".utf8), "\(mine.err)")
+        #expect(try allowed.records(action: "unprotect-data").count == 1)
+    }
+
     @Test("at protectionLevel audit decrypt -o goes ahead and is recorded once as audited")
     func decryptAudited() throws {
         let s = try AuditSandbox(level: "audit")
