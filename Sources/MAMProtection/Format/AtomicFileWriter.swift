@@ -105,11 +105,16 @@ public final class AtomicFileWriter {
         }
     }
 
-    /// fsyncs, puts the file in place of the target and fsyncs the directory.
-    /// - Throws: `.system` (e.g. ENOSPC, EIO) — the target is unchanged then.
-    public func commit() throws {
+    /// fsyncs, puts the file in place of the target and fsyncs the directory. `check`, when
+    /// given, runs after the fsync and right before the file goes in place; what it throws
+    /// aborts the commit (the writer's file dropped, the target unchanged) and is rethrown.
+    /// - Throws: `.system` (e.g. ENOSPC, EIO) — the target is unchanged then; `check`'s error.
+    public func commit(checkingFirst check: (() throws -> Void)? = nil) throws {
         guard !finished else { return }
         guard fsync(fd) == 0 else { let e = MAMError.fromErrno("fsync \(targetPath)"); abort(); throw e }
+        if let check {
+            do { try check() } catch { abort(); throw error }
+        }
         if let temporaryPath {
             guard renameat(directoryFD, PathName.lastComponent(of: temporaryPath), directoryFD, targetName) == 0 else {
                 let e = MAMError.fromErrno("rename to \(targetPath)"); abort(); throw e

@@ -39,7 +39,9 @@ extension FileProtectionManager {
             if inPlace { try copyExtendedAttributes(from: source.rawValue, to: writer.fd, path: path) }
             writer.copyAttributes(from: st, keepTimes: inPlace)
             if inPlace { try requireUnchanged(place, st) }
-            try writer.commit()
+            // Again after the new file's fsync (which takes a while for a large file): a write
+            // to the old file until just before the rename is not lost.
+            try writer.commit { if inPlace { try self.requireUnchanged(place, st) } }
         } catch {
             writer.abort()
             throw error
@@ -68,18 +70,26 @@ extension FileProtectionManager {
             HeaderHint.store(new, fd: writer.fd)
             writer.copyAttributes(from: st, keepTimes: true)
             try requireUnchanged(place, st)
-            try writer.commit()
+            try writer.commit { try self.requireUnchanged(place, st) }
         } catch {
             writer.abort()
             throw error
         }
     }
 
-    /// Throws EAGAIN unless the entry at `place` is still the file `st` describes (another
-    /// process may have put something else under the name while the copy was made).
+    /// Throws EAGAIN unless the entry at `place` is still the file `st` describes, unchanged:
+    /// another process may have put something else under the name while the copy was made,
+    /// or written to the file (an append, a rewrite, a new mode), which the copy would lose.
+    /// The size, the modification time and the change time tell; a write after this check
+    /// and before the rename is the window that stays.
     func requireUnchanged(_ place: NameInDirectory, _ st: stat) throws {
         guard let now = try? SystemCall.stat(in: place.directory, place.name), now.st_dev == st.st_dev, now.st_ino == st.st_ino else {
             throw MAMError.system("\(place.path) was replaced while it was rewritten; nothing changed", errno: EAGAIN)
+        }
+        guard now.st_size == st.st_size, now.st_mtim.tv_sec == st.st_mtim.tv_sec, now.st_mtim.tv_nsec == st.st_mtim.tv_nsec,
+              now.st_ctim.tv_sec == st.st_ctim.tv_sec, now.st_ctim.tv_nsec == st.st_ctim.tv_nsec else {
+            throw MAMError.system("\(place.path) was written to while it was rewritten; nothing changed (try again when nothing writes it)",
+                                  errno: EAGAIN)
         }
     }
 
