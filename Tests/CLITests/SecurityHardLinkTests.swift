@@ -3,7 +3,7 @@ import Testing
 
 @Suite("Security: in-place encryption of a hard-linked file is refused")
 struct SecurityHardLinkTests {
-    @Test("encrypt and protect in place of a file with a second hard link: 73 (too many links), both names keep their bytes and inode")
+    @Test("encrypt and protect in place (also -o naming the file itself or its other link) of a file with a second hard link: 73 (too many links), both names keep their bytes and inode")
     func hardLinkedFileIsNotEncryptedInPlace() throws {
         let sandbox = try Sandbox()
         try sandbox.initAndEnroll()
@@ -14,6 +14,9 @@ struct SecurityHardLinkTests {
         var before = stat()
         #expect(lstat(first, &before) == 0 && before.st_nlink == 2)
         for arguments in [["encrypt", first, "--account", Fixtures.account],
+                          ["encrypt", first, "--account", Fixtures.account, "-o", first],
+                          ["encrypt", first, "--account", Fixtures.account, "-o", sandbox.path("dir/./h1")],
+                          ["encrypt", first, "--account", Fixtures.account, "-o", second],
                           ["protect", first, "--account", Fixtures.account],
                           ["protect", sandbox.path("dir"), "-R", "--account", Fixtures.account]] {
             let result = try sandbox.run(arguments)

@@ -15,9 +15,13 @@ extension FileProtectionManager {
             throw MAMError.cannotCreateOutput("\(target): \(error)")
         }
         let place = NameInDirectory(directory: directory.rawValue, name: PathName.lastComponent(of: target), path: target)
-        try OutputTarget.requireReplaceable(in: place.directory, name: place.name, path: target, inPlace: output == nil)
-        try transform(source, try SystemCall.stat(fd: source.rawValue), path: path, header: header, to: newHeader, fileKey: newKey,
-                      into: place, inPlace: output == nil)
+        let st = try SystemCall.stat(fd: source.rawValue)
+        // An output that names the source itself (`-o FILE`, `-o ./FILE`, another hard link of
+        // it) is an in-place rewrite, with its checks: the other names would keep the old bytes.
+        let inPlace = output == nil || (try? SystemCall.stat(in: place.directory, place.name))
+            .map { $0.st_dev == st.st_dev && $0.st_ino == st.st_ino } == true
+        try OutputTarget.requireReplaceable(in: place.directory, name: place.name, path: target, inPlace: inPlace)
+        try transform(source, st, path: path, header: header, to: newHeader, fileKey: newKey, into: place, inPlace: inPlace)
     }
 
     /// Copies the plaintext of the file open as `source` (`st`; `path` for messages) into a
