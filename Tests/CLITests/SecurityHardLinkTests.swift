@@ -34,4 +34,25 @@ struct SecurityHardLinkTests {
         #expect(try sandbox.read(first) != plain)
         #expect(try sandbox.run(["decrypt", copy, "-o", "-"]).stdout == plain)
     }
+
+    @Test("protect -R of a tree with one hard-linked file: 73 naming it, and no file of the tree changed (none encrypted, the directory untagged)")
+    func treeWithHardLinkIsLeftAlone() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        var files: [String: Data] = [:]
+        for name in ["a1", "b2", "c3", "d4", "sub/e5"] {
+            let bytes = Data("TREE-PLAINTEXT-\(name)\n".utf8)
+            files[name] = bytes
+            try sandbox.write("tree/\(name)", bytes)
+        }
+        #expect(link(sandbox.path("tree/c3"), sandbox.path("elsewhere-c3")) == 0)
+        let result = try sandbox.run(["protect", sandbox.path("tree"), "-R", "--account", Fixtures.account])
+        #expect(result.status == 73, "\(result.status) \(result.err)")
+        #expect(result.err.contains("tree/c3 has 2 hard links"), "\(result.err)")
+        for (name, bytes) in files {
+            #expect(try sandbox.read(sandbox.path("tree/\(name)")) == bytes, "\(name) changed")
+        }
+        let info = try jsonArray(try sandbox.run(["info", "--json", sandbox.path("tree"), sandbox.path("tree/a1")]))
+        #expect(info.allSatisfy { ($0["owner"] as? String) == nil }, "\(info)")
+    }
 }

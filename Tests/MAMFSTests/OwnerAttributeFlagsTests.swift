@@ -52,4 +52,25 @@ struct OwnerAttributeFlagsTests {
         #expect(Self.set(f, nodeid, "user.mam.owner", OverlayCoreFixture.account, flags: Self.create) == EEXIST)
         #expect(Self.backingOwnerTag(f.backing + "/plain") == "")
     }
+
+    @Test("a personal directory with a hard-linked file made a work directory: EMLINK, and no file below it changed")
+    func refusedDirectoryChangeChangesNothing() throws {
+        let f = try OverlayCoreFixture()
+        #expect(mkdir(f.backing + "/pd", 0o755) == 0)
+        let nodeid = try f.request { try f.fs.lookup(parent: f.root, name: "pd", caller: f.caller) }.nodeid
+        #expect(Self.set(f, nodeid, "user.mam.owner", "", flags: 0) == 0)
+        // Untagged files in the personal directory (personal by inheritance), one hard-linked.
+        var plain: [String: [UInt8]] = [:]
+        for name in ["f1", "f2", "f3", "f4"] {
+            let bytes = Array("PERSONAL-\(name)\n".utf8)
+            plain[name] = bytes
+            #expect(FileManager.default.createFile(atPath: f.backing + "/pd/" + name, contents: Data(bytes)))
+        }
+        #expect(link(f.backing + "/pd/f3", f.backing + "/f3link") == 0)
+        #expect(Self.set(f, nodeid, "user.mam.owner", OverlayCoreFixture.account, flags: 0) == EMLINK)
+        for (name, bytes) in plain {
+            #expect(try f.backingBytes("pd/" + name) == bytes, "\(name) changed by a refused owner change")
+        }
+        #expect(Self.backingOwnerTag(f.backing + "/pd") == "")
+    }
 }

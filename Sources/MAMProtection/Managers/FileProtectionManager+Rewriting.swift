@@ -33,7 +33,7 @@ extension FileProtectionManager {
                    into place: NameInDirectory, inPlace: Bool) throws {
         if inPlace, newHeader?.isEncrypted == true, st.st_nlink > 1 {
             // The rewrite makes a new inode: the other names would keep the plaintext.
-            throw MAMError.system("\(path) has \(st.st_nlink) hard links: encrypting it in place would leave its plaintext under the other names (remove them, or encrypt a copy with -o)", errno: EMLINK)
+            throw FileProtectionManager.hardLinkRefusal(path, links: st.st_nlink)
         }
         let content = try ProtectedFileContent(fd: source.rawValue, header: header, fileKey: try header.flatMap { try context.fileKey(for: $0) })
         let writer = try AtomicFileWriter(in: place.directory, name: place.name, path: place.path)
@@ -79,6 +79,11 @@ extension FileProtectionManager {
             writer.abort()
             throw error
         }
+    }
+
+    /// The refusal of an in-place encryption of a file with `links` hard links (EMLINK).
+    static func hardLinkRefusal(_ path: String, links: nlink_t) -> MAMError {
+        .system("\(path) has \(links) hard links: encrypting it in place would leave its plaintext under the other names (remove them, or encrypt a copy with -o)", errno: EMLINK)
     }
 
     /// Throws EAGAIN unless the entry at `place` is still the file `st` describes, unchanged:

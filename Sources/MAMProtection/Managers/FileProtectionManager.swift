@@ -79,8 +79,11 @@ public struct FileProtectionManager: Sendable {
     /// rewrite go by descriptors and never follow a symlink (see `protect(directory:...)`).
     /// - Parameter progress: called with the number of files done so far.
     /// - Throws: `.fileNotFound`, `.unknownAccount`, `.keyUnavailable`, `.authenticationFailed`,
-    ///   `.system` (full disk; EILSEQ for a name below that is not UTF-8...). Files done before
-    ///   a failure stay done; the failing file is unchanged.
+    ///   `.system` (full disk; EILSEQ for a name below that is not UTF-8; EMLINK for a file
+    ///   below with other hard links that would be encrypted; EACCES for one that cannot be
+    ///   opened...). Those a look at the tree can tell (`preflightTree`) are found before
+    ///   anything is changed; after a failure during the walk itself (a full disk, an I/O
+    ///   error) the files done stay done and the failing file is unchanged.
     public func protect(path: String, accountId: String, recursive: Bool = true, progress: ((Int) -> Void)? = nil) throws {
         let owner = try context.resolveOwner(accountId)
         let st = try statPath(path)
@@ -183,13 +186,15 @@ public struct FileProtectionManager: Sendable {
         }
     }
 
-    /// Tags the directory open as `directory` and, with `recursive`, protects what is below.
-    /// The tag goes first (files made in the directory meanwhile get the new owner); when the
+    /// Tags the directory open as `directory` and, with `recursive`, protects what is below,
+    /// after `preflightTree` found nothing below that the walk would refuse. The tag goes first (files made in the directory meanwhile get the new owner); when the
     /// walk fails the directory gets its old tag back (none: removed), so it does not claim an
     /// owner its files do not all have, and the same change asked again walks again.
     private func protectDirectory(_ directory: Int32, path: String, owner: String, recursive: Bool, check: ProtectCheck?,
                                   progress: ((Int) -> Void)?) throws {
         if let check { try check(.target, try SystemCall.stat(fd: directory)) }
+        // What would stop the walk part way is found before anything changes.
+        if recursive { try preflightTree(directory, path: path, owner: owner) }
         let previous = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: directory))
         try DirectoryOwner.write(fd: directory, path: path, owner: owner)
         guard recursive else { return }
@@ -389,7 +394,7 @@ public struct FileProtectionManager: Sendable {
 
     // MARK: Helpers
 
-    private func isStateDirectory(_ st: stat) -> Bool {
+    func isStateDirectory(_ st: stat) -> Bool {
         var state = stat()
         guard stat(context.stateDirectory.url.path, &state) == 0 else { return false }
         return state.st_dev == st.st_dev && state.st_ino == st.st_ino
@@ -437,7 +442,7 @@ public struct FileProtectionManager: Sendable {
     }
 
     /// The header of the file open as `fd` (`path` for messages).
-    private func readHeader(_ fd: Int32, path: String) throws -> ProtectedFileHeader? {
+    func readHeader(_ fd: Int32, path: String) throws -> ProtectedFileHeader? {
         do {
             return try ProtectedFileHeader.read(fd: fd)
         } catch MAMError.authenticationFailed(let why) {
@@ -458,7 +463,7 @@ public struct FileProtectionManager: Sendable {
     }
 
     /// `openRegularFile` of the entry at `place`, never through a symlink at its name.
-    private func openRegularFile(_ place: NameInDirectory) throws -> FileDescriptor {
+    func openRegularFile(_ place: NameInDirectory) throws -> FileDescriptor {
         let file: FileDescriptor
         do {
             file = try FileDescriptor.open(in: place.directory, place.name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
