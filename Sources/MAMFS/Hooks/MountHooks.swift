@@ -11,7 +11,7 @@ import MAMFileProvider
 /// |-----------------------------------------|--------------------------------------------------------|
 /// | mount                                   | `initialPass` (bind the root, `createPlaceholders` / `syncOnce`), `start` |
 /// | any name at the root                    | `isReservedRootName`: `.mamfs-provider` is hidden (ENOENT / EPERM / left out of listings) |
-/// | list/get/set/removexattr                | `isReservedAttribute`: `user.mam.fp.*` hidden (not listed, ENODATA, EPERM) |
+/// | list/get/set/removexattr                | `isReservedAttribute`: `user.mam.fp.*` hidden on every kind (not listed, ENODATA, EPERM) |
 /// | getattr / lookup / readdirplus of an empty file without header | `placeholderSize`: the remote size |
 /// | open / truncate by path                 | `materializeIfPlaceholder`: `startProvidingItem`, then the entry is repointed |
 /// | release of a writable handle, fsync, truncate by path | `fileChanged` (non-replicated: `itemChanged`, queued; fsync waits) |

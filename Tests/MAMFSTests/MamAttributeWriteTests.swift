@@ -5,11 +5,12 @@ import Testing
 @testable import MAMProtection
 import MAMSystem
 
-/// setxattr(2)'s XATTR_CREATE and XATTR_REPLACE on the mamfs attributes: they hold as for a
-/// stored attribute (the attribute exists when getxattr reads a value), and a refused call
-/// changes nothing: no owner change, no decryption.
-@Suite("XATTR_CREATE and XATTR_REPLACE on user.mam.owner and user.mam.encrypted")
-struct OwnerAttributeFlagsTests {
+/// Writing the mamfs attributes through a mount: setxattr(2)'s XATTR_CREATE and XATTR_REPLACE
+/// hold as for a stored attribute (it exists when getxattr reads a value); a refused call
+/// changes nothing (no owner change, no decryption, no file of a refused directory change
+/// rewritten); the file provider's attributes are hidden on a plain mount too.
+@Suite("Writing user.mam.* through the mount: flags, refused changes, reserved names")
+struct MamAttributeWriteTests {
     static let create: Int32 = 1
     static let replace: Int32 = 2
 
@@ -72,5 +73,27 @@ struct OwnerAttributeFlagsTests {
             #expect(try f.backingBytes("pd/" + name) == bytes, "\(name) changed by a refused owner change")
         }
         #expect(Self.backingOwnerTag(f.backing + "/pd") == "")
+    }
+
+    @Test("a plain mount hides the provider's attributes: setting user.mam.fp.item is EPERM on a file and a directory, nothing reaches the backing object; get is ENODATA")
+    func providerAttributesHiddenOnPlainMounts() throws {
+        let f = try OverlayCoreFixture()
+        #expect(mkdir(f.backing + "/d", 0o755) == 0)
+        let file = try OutsideRewriteTests.make(f, "w", Array("work".utf8))
+        let dir = try f.request { try f.fs.lookup(parent: f.root, name: "d", caller: f.caller) }.nodeid
+        for (nodeid, backing) in [(file, f.backing + "/w"), (dir, f.backing + "/d")] {
+            #expect(Self.set(f, nodeid, "user.mam.fp.item", "forged", flags: 0) == EPERM)
+            #expect(((try? ExtendedAttributes(path: backing).get("user.mam.fp.item")) ?? nil) == nil)
+            #expect(f.errno { _ = try f.fs.getxattr(nodeid, name: "user.mam.fp.item", size: 64, caller: f.caller) } == ENODATA)
+        }
+        // One planted behind the mount is neither read nor listed through it.
+        try ExtendedAttributes(path: f.backing + "/d").set("user.mam.fp.item", Array("planted".utf8))
+        #expect(f.errno { _ = try f.fs.getxattr(dir, name: "user.mam.fp.item", size: 64, caller: f.caller) } == ENODATA)
+        let listed = try f.request { try f.fs.listxattr(dir, size: 4096, caller: f.caller) }
+        if case .value(let names) = listed {
+            #expect(!String(decoding: names, as: UTF8.self).contains("user.mam.fp."))
+        } else {
+            Issue.record("listxattr gave no names: \(listed)")
+        }
     }
 }
