@@ -6,7 +6,7 @@ enum ProtectionCheckCommands {
     static let verifyProtect = Verb(
         "verify-protect",
         usage: ["mamfs verify-protect PATH [--account ACCOUNT] [--state DIR]"],
-        summary: "Exit \(ExitCode.ok) when PATH is protected for ACCOUNT (accountId, UPN or OID.TID): tagged with it and, for a file whose owner's policy requires file encryption, encrypted. Without --account, whether PATH is protected so for its own owner (an untagged or unmanaged-tagged PATH is not). Otherwise one line saying why and exit \(ExitCode.noPerm).",
+        summary: "Exit \(ExitCode.ok) when PATH is protected for ACCOUNT (accountId, UPN or OID.TID): tagged with it and, for a file whose owner's policy requires file encryption, encrypted. Without --account, whether PATH is protected so for its own owner (an untagged or unmanaged-tagged PATH is not). An encrypted file counts only when every block authenticates (else \(ExitCode.dataErr), naming the block). Otherwise one line saying why and exit \(ExitCode.noPerm).",
         options: ["--account ACCOUNT       the account PATH should be protected for (default: its owner)"],
         spec: ArgumentSpec(options: ["--account"], positionals: 1...1),
         run: runVerify)

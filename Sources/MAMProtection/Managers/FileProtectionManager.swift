@@ -481,7 +481,7 @@ public struct FileProtectionManager: Sendable {
     /// Opens `path` read-only without blocking (a FIFO or device put in its place never
     /// hangs the command) and checks, on the open descriptor, that it is a regular file.
     /// - Throws: `.fileNotFound`; `.invalidArguments` for anything but a regular file; `.system`.
-    private func openRegularFile(_ path: String) throws -> FileDescriptor {
+    func openRegularFile(_ path: String) throws -> FileDescriptor {
         let file: FileDescriptor
         do {
             file = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)

@@ -34,8 +34,10 @@ extension FileProtectionManager {
     /// is protected for its own owner (tagged with an account, not untagged or unmanaged, and
     /// encrypted when that owner's policy requires it). The verify half of `verifyAndProtect:`.
     /// - Parameter account: an accountId, UPN or homeAccountId `OID.TID`; nil for the owner.
-    /// - Throws: `.fileNotFound`; `.authenticationFailed` for a malformed header;
-    ///   `.unknownAccount` for an unregistered UPN; `.invalidArguments` for a malformed name.
+    /// An encrypted file counts only when every block authenticates (`authenticateEveryBlock`).
+    /// - Throws: `.fileNotFound`; `.authenticationFailed` for a malformed header or a block
+    ///   that does not authenticate; `.keyUnavailable`; `.unknownAccount` for an unregistered
+    ///   UPN; `.invalidArguments` for a malformed name.
     public func verifyProtection(path: String, account: String?) throws -> ProtectionCheck {
         let info = try info(path: path)
         let expected = try account.map { try context.resolveOwner($0) } ?? info.owner
@@ -52,7 +54,31 @@ extension FileProtectionManager {
         if !info.isDirectory, !info.encrypted, context.policyEvaluator.isFileEncryptionRequired(accountId: owner) {
             return refused("owned by \(owner) but not encrypted, although its policy requires file encryption")
         }
+        if !info.isDirectory, info.encrypted { try authenticateEveryBlock(path: path) }
         return ProtectionCheck(owner: owner, account: expected, isProtected: true, reason: nil)
+    }
+
+    /// Opens every block of the encrypted file at `path` and drops the plaintext (wiped): the
+    /// header's file key unwraps under the owner's key and every block authenticates, so a
+    /// well-formed header in front of a plaintext (or damaged) body is not taken for protection.
+    /// - Throws: `.authenticationFailed` naming the first block that does not authenticate, or
+    ///   a body of a length no encrypted file has; `.keyUnavailable` when the key is gone.
+    func authenticateEveryBlock(path: String) throws {
+        let file = try openRegularFile(path)
+        guard let header = try readHeader(file.rawValue, path: path), header.isEncrypted else { return }
+        let content = try ProtectedFileContent(fd: file.rawValue, header: header, fileKey: try context.fileKey(for: header))
+        let size = try content.plaintextSize()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FileProtectionManager.chunkSize, alignment: 16)
+        defer {
+            SecureWipe.bytes(buffer.baseAddress, count: buffer.count)
+            buffer.deallocate()
+        }
+        var offset: Int64 = 0
+        while offset < size {
+            let count = try content.read(into: buffer, at: offset)
+            guard count > 0 else { throw MAMError.authenticationFailed("\(path): the body ends at \(offset) of \(size) bytes") }
+            offset += Int64(count)
+        }
     }
 
     /// Whether `receiver` may receive the file at `path`: `canReceiveSharedFile` for the file's
