@@ -21,6 +21,29 @@ extension FileProtectionManager {
     }
 
     private func preflight(_ directory: Int32, path: String, encrypting: Bool) throws {
+        for name in try sortedNames(in: directory, path: path) {
+            let child = PathName.appending(name, to: path)
+            guard let st = try? SystemCall.stat(in: directory, name) else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                guard let sub = try openSubdirectory(name, in: directory, path: child, st) else { continue }
+                try preflight(sub.rawValue, path: child, encrypting: encrypting)
+            case S_IFREG:
+                let file = try openRegularFile(NameInDirectory(directory: directory, name: name, path: child))
+                guard encrypting, st.st_nlink > 1 else { continue }
+                if try readHeader(file.rawValue, path: child)?.isEncrypted != true {
+                    throw FileProtectionManager.hardLinkRefusal(child, links: st.st_nlink)
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// The names in the open directory `directory` (`path` for messages), sorted: both walks
+    /// (this look and `protectTree`) meet them in the same order.
+    /// - Throws: `.system` EILSEQ for a name that is not UTF-8; the listing's errno.
+    func sortedNames(in directory: Int32, path: String) throws -> [String] {
         var names: [String] = []
         do {
             var entries = try DirectoryIterator(duplicating: directory)
@@ -34,27 +57,20 @@ extension FileProtectionManager {
         } catch let error as Errno {
             throw MAMError.system("list \(path)", errno: error.rawValue)
         }
-        for name in names.sorted() {
-            let child = PathName.appending(name, to: path)
-            guard let st = try? SystemCall.stat(in: directory, name) else { continue }
-            switch st.st_mode & S_IFMT {
-            case S_IFDIR:
-                if isStateDirectory(st) { continue }
-                let sub: FileDescriptor
-                do { sub = try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } catch {
-                    if error == .noSuchFile || error == .notDirectory || error.rawValue == ELOOP { continue }
-                    throw MAMError.system(child, errno: error.rawValue)
-                }
-                try preflight(sub.rawValue, path: child, encrypting: encrypting)
-            case S_IFREG:
-                let file = try openRegularFile(NameInDirectory(directory: directory, name: name, path: child))
-                guard encrypting, st.st_nlink > 1 else { continue }
-                if try readHeader(file.rawValue, path: child)?.isEncrypted != true {
-                    throw FileProtectionManager.hardLinkRefusal(child, links: st.st_nlink)
-                }
-            default:
-                continue
-            }
+        return names.sorted()
+    }
+
+    /// The sub-directory `name` of `directory` (`st` from fstatat, `path` for messages) opened
+    /// for a walk with O_NOFOLLOW; nil for the state directory (its keys must never be
+    /// protected) and for one gone or no longer a directory (a symlink now: not followed).
+    /// - Throws: `.system` with the open's errno otherwise.
+    func openSubdirectory(_ name: String, in directory: Int32, path: String, _ st: stat) throws -> FileDescriptor? {
+        if isStateDirectory(st) { return nil }
+        do {
+            return try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        } catch {
+            if error == .noSuchFile || error == .notDirectory || error.rawValue == ELOOP { return nil }
+            throw MAMError.system(path, errno: error.rawValue)
         }
     }
 }

@@ -216,32 +216,12 @@ public struct FileProtectionManager: Sendable {
     /// by name in `directory`. Symlinks and other kinds are left alone.
     private func protectTree(_ directory: Int32, path: String, owner: String, check: ProtectCheck?,
                              done: inout Int, progress: ((Int) -> Void)?) throws {
-        var names: [String] = []
-        do {
-            var entries = try DirectoryIterator(duplicating: directory)
-            while let entry = try entries.next() {
-                guard let name = String(validating: entry.name, as: UTF8.self) else {
-                    let shown = PathName.appending(String(decoding: entry.name, as: UTF8.self), to: path)
-                    throw MAMError.system("\(shown): the name is not valid UTF-8; it cannot be protected", errno: EILSEQ)
-                }
-                names.append(name)
-            }
-        } catch let error as Errno {
-            throw MAMError.system("list \(path)", errno: error.rawValue)
-        }
-        for name in names.sorted() {
+        for name in try sortedNames(in: directory, path: path) {
             let child = PathName.appending(name, to: path)
             guard let st = try? SystemCall.stat(in: directory, name) else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
-                // The state directory holds the keys: protecting it would lock the state out.
-                if isStateDirectory(st) { continue }
-                let sub: FileDescriptor
-                do { sub = try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } catch {
-                    // Gone, or no longer a directory (a symlink now): not followed.
-                    if error == .noSuchFile || error == .notDirectory || error.rawValue == ELOOP { continue }
-                    throw MAMError.system(child, errno: error.rawValue)
-                }
+                guard let sub = try openSubdirectory(name, in: directory, path: child, st) else { continue }
                 let opened = try SystemCall.stat(fd: sub.rawValue)
                 if isStateDirectory(opened) { continue }
                 let tagged = DirectoryOwner.read(fd: sub.rawValue) != nil
