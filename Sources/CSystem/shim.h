@@ -101,6 +101,27 @@ static inline int mamfs_close_range(unsigned int first, unsigned int last, unsig
     return (int)syscall(436 /* SYS_close_range */, first, last, flags);
 }
 
+/* Whether descriptor `targetfd` of process `pid`, a /dev/fuse descriptor, belongs to a FUSE
+ * connection the kernel has aborted (its mount went, or its daemon died): 1 aborted, 0 not,
+ * -1 with errno when it cannot be looked at (pidfd_getfd(2) needs ptrace access to `pid`:
+ * EPERM for another user's process; ESRCH or EBADF when it exited or closed it meanwhile).
+ * A duplicate of the descriptor is polled without waiting (POLLERR = aborted) and closed. */
+#include <poll.h>
+static inline int mamfs_fuse_descriptor_aborted(int pid, int targetfd) {
+    int pidfd = (int)syscall(434 /* SYS_pidfd_open */, pid, 0);
+    if (pidfd < 0) return -1;
+    int fd = (int)syscall(438 /* SYS_pidfd_getfd */, pidfd, targetfd, 0);
+    int saved = errno;
+    close(pidfd);
+    if (fd < 0) { errno = saved; return -1; }
+    struct pollfd p = { fd, POLLIN, 0 };
+    int n = poll(&p, 1, 0);
+    saved = errno;
+    close(fd);
+    if (n < 0) { errno = saved; return -1; }
+    return (n > 0 && (p.revents & POLLERR)) ? 1 : 0;
+}
+
 /* statx(2) of `path` below `dirfd` (following symlinks, as stat(2)): the identity of the file
  * it names. `device` is encoded as st_dev is (glibc's makedev), so it compares with stat(2)'s.
  * AT_STATX_DONT_SYNC: a network or FUSE filesystem answers from its cached attributes (an

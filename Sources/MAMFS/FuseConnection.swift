@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import CSystem
 import MAMSystem
 
 /// The processes that serve a FUSE connection: those holding a descriptor of /dev/fuse whose
@@ -8,10 +9,13 @@ import MAMSystem
 ///
 /// Found from /proc, without touching the mount itself, so a hung daemon cannot block the
 /// lookup. The kernel frees a connection's number when its mount goes and hands it to the next
-/// mount at once, so a daemon of an earlier mount that still holds its descriptor while it
-/// exits is counted with the new mount's (fdinfo tells the two apart no further). Processes
-/// whose descriptors this one may not read (other users', for a non-root caller) are not seen;
-/// neither is any daemon on a kernel whose fdinfo lacks the line.
+/// mount at once, so a daemon of an earlier mount that still holds its descriptor (exiting,
+/// stopped, or slow to notice) names the new mount's number in its fdinfo too. Such a
+/// descriptor belongs to a connection the kernel aborted when the mount went: a duplicate of
+/// it (pidfd_getfd(2)) polls POLLERR, and its process is not counted. Where no duplicate can
+/// be had (pidfd_getfd needs ptrace access: a process of another user, for a non-root caller)
+/// the process is counted. Processes whose descriptors this one may not read at all are not
+/// seen; neither is any daemon on a kernel whose fdinfo lacks the line.
 enum FuseConnection {
     /// The path every FUSE daemon's device descriptor reads back as.
     static let devicePath = "/dev/fuse"
@@ -33,7 +37,10 @@ enum FuseConnection {
         for fd in descriptors {
             guard (try? SymbolicLink.readLinkString("/proc/\(pid)/fd/\(fd)")) == devicePath,
                   let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8) else { continue }
-            if connectionNumber(fdinfo: info) == connection { return true }
+            if connectionNumber(fdinfo: info) == connection, let number = Int32(fd),
+               mamfs_fuse_descriptor_aborted(pid, number) != 1 {
+                return true
+            }
         }
         return false
     }
