@@ -132,6 +132,7 @@ public enum MountDaemon {
             return try serve(options: options, plan: plan, context: own, installSignalHandlers: true) { _ in
                 report("0")
                 close(readyFD)
+                if options.logFile == nil { letGoOfStderrPipe() }
             }
         } catch let error as MAMError {
             report("1\(error.exitCode.rawValue)\t\(error)")
@@ -142,6 +143,21 @@ public enum MountDaemon {
         }
         close(readyFD)
         return .failure
+    }
+
+    /// Points stderr at /dev/null when it is a pipe. A daemon that kept its caller's pipe (as
+    /// `out=$(mamfs mount ... 2>&1)` or `mamfs mount ... 2>&1 | tee` give it) would keep the
+    /// reader waiting for end-of-file until the unmount. A terminal, a file or a socket (a
+    /// journal) stays the daemon's log. Called once the mount answers: what goes wrong while
+    /// mounting still reaches the caller.
+    static func letGoOfStderrPipe() {
+        var st = stat()
+        guard fstat(2, &st) == 0, (st.st_mode & S_IFMT) == S_IFIFO else { return }
+        let null = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        guard null >= 0 else { return }
+        mamfs_flush_stdio()
+        dup2(null, 2)
+        close(null)
     }
 
     /// Closes every descriptor above stderr except `ready`, which becomes 3 (returned). A daemon
