@@ -21,6 +21,30 @@ enum CommandAudit {
         log.flush()
     }
 
+    /// Records a declassification of managed data as allowed before it is made, so that it is
+    /// never made unrecorded: a record means the change was allowed and begun.
+    /// - Parameters: as `record`; `subject` names the object in the error line (as typed).
+    /// - Throws: `CommandFailure` (exit 74) naming the log and the reason when the record cannot
+    ///   be written; nothing has been changed then.
+    static func recordDeclassification(_ context: ProtectionContext, action: String, path: String, owner: String?,
+                                       subject: String) throws {
+        try writeOrRefuse(context, subject: subject) {
+            try context.auditLog.recordNow([.ofThisProcess(executable: executable.path, action: action, path: path,
+                                                           owner: owner ?? "", decision: Verdict.allowed.auditName, rule: "")])
+        }
+    }
+
+    /// Runs `write` (a write of the audit log); a failure becomes the refusal of the change.
+    private static func writeOrRefuse(_ context: ProtectionContext, subject: String, _ write: () throws -> Void) throws {
+        do {
+            try write()
+        } catch {
+            throw CommandFailure(subject: subject,
+                                 message: "the audit log \(context.auditLog.url.path) cannot be written (\(error)): a declassification of managed data is not made unrecorded; nothing was changed",
+                                 exitCode: .ioErr)
+        }
+    }
+
     /// Refuses (exit 77) an account the state's allowed-accounts list does not let in, after
     /// recording a "denied" event with rule "allowedAccounts" for `action`.
     /// - Parameter names: how the command named the account (accountId or `OID.TID`, UPN).
@@ -38,7 +62,8 @@ enum CommandAudit {
     /// must allow (`allowUserDecrypt`). Denied and audited objects are recorded under `action`.
     /// - Returns: true when some object was only audited (the caller records nothing more).
     /// - Throws: `CommandFailure` (exit 77) naming the rule and the first denied path when the
-    ///   level is block; nothing has been changed then.
+    ///   level is block; (exit 74) when the audited records cannot be written; nothing has been
+    ///   changed then.
     /// `display` maps a recorded path to the one the error line names (the path as typed);
     /// `recorded` maps it to the one the log records (default: `absolute`).
     static func requireDeclassifyAllowed(_ context: ProtectionContext, action: String, owners: [(path: String, owner: String?)],
@@ -47,16 +72,31 @@ enum CommandAudit {
         let rules = context.accessRules
         var denied: [(String, AccessDecision)] = []
         var audited = false
+        var auditedEvents: [AuditEvent] = []
         for (path, owner) in owners {
             let decision = rules.decide(AccessRequest(action: .declassify(newOwner: newOwner), executable: executable,
                                                       owner: owner, appAccount: newOwner))
             guard decision.isRecorded else { continue }
-            context.auditLog.record(.ofThisProcess(executable: executable.path, action: action, path: recorded(path),
-                                                   owner: owner ?? "", decision: decision.verdict.auditName, rule: decision.rule))
-            if decision.verdict == .denied { denied.append((path, decision)) } else { audited = true }
+            let event = AuditEvent.ofThisProcess(executable: executable.path, action: action, path: recorded(path),
+                                                 owner: owner ?? "", decision: decision.verdict.auditName, rule: decision.rule)
+            if decision.verdict == .denied {
+                denied.append((path, decision))
+                context.auditLog.record(event)
+            } else {
+                audited = true
+                auditedEvents.append(event)
+            }
         }
         context.auditLog.flush()
-        guard let (path, decision) = denied.first else { return audited }
+        guard let (path, decision) = denied.first else {
+            // An audited declassification goes ahead only once its records are written.
+            if let first = owners.first {
+                try writeOrRefuse(context, subject: display(first.path)) {
+                    try context.auditLog.recordNow(auditedEvents)
+                }
+            }
+            return audited
+        }
         let others = denied.count > 1 ? " (and \(denied.count - 1) more below it)" : ""
         throw CommandFailure(subject: display(path),
                              message: "denied by policy (\(decision.rule)): the owner's data may not be made personal\(others); nothing was changed",

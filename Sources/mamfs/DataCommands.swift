@@ -56,8 +56,10 @@ enum DataCommands {
             audited = try CommandAudit.requireDeclassifyAllowed(context, action: "unprotect-data", owners: [("-", owner)],
                                                                  newOwner: "", recorded: { $0 }) { _ in "stdin" }
         }
+        if let owner, !audited {
+            try CommandAudit.recordDeclassification(context, action: "unprotect-data", path: "-", owner: owner, subject: "stdin")
+        }
         let plain = try attempt("stdin") { try context.data.unprotect(input) }
-        if let owner, !audited { CommandAudit.record(context, action: "unprotect-data", path: "-", owner: owner) }
         Output.bytes(plain)
         return ExitCode.ok
     }

@@ -64,11 +64,17 @@ enum ProtectCommands {
                     audited = try CommandAudit.requireDeclassifyAllowed(context, action: "declassify", owners: objects,
                                                                          newOwner: accountId) { $0 == backing ? path : $0 }
                 }
+                // Managed data made personal is recorded before it is changed: never unrecorded.
+                let recordedFirst = action == "declassify" && !audited
+                if recordedFirst {
+                    try CommandAudit.recordDeclassification(context, action: action, path: CommandAudit.absolute(backing),
+                                                            owner: oldOwner, subject: path)
+                }
                 var started = false, finished = false
                 defer {
                     // A tree protect that failed after it did a file has changed the files
                     // before the failure: that is recorded too.
-                    if started && !finished && recursive && !audited {
+                    if started && !finished && recursive && !audited && !recordedFirst {
                         CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                             owner: action == "declassify" ? oldOwner : accountId)
                     }
@@ -80,7 +86,7 @@ enum ProtectCommands {
                 finished = true
                 progress.finish()
                 // A declassification is the old owner's event, any other protect the new owner's.
-                if !audited {
+                if !audited && !recordedFirst {
                     CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                         owner: action == "declassify" ? oldOwner : accountId)
                 }
@@ -165,6 +171,12 @@ enum ProtectCommands {
         let owner = try? context.files.protectionInfo(path: target)
         let audited = try CommandAudit.requireDeclassifyAllowed(context, action: "decrypt", owners: [(target, owner)],
                                                                  newOwner: "") { _ in path }
+        // A managed account's file made plaintext is recorded before it is: never unrecorded.
+        let recordedFirst = !audited && owner.map { context.policyEvaluator.isManaged(accountId: $0) } == true
+        if recordedFirst {
+            try CommandAudit.recordDeclassification(context, action: "decrypt", path: CommandAudit.absolute(target),
+                                                    owner: owner, subject: path)
+        }
         try attempt(path) {
             if copy == "-" {
                 try context.files.decryptFile(path: target, toStream: STDOUT_FILENO)
@@ -172,7 +184,9 @@ enum ProtectCommands {
                 try context.files.decryptFile(path: target, toCopyPath: copy.map(mounts.forFileVerb))
             }
         }
-        if !audited { CommandAudit.record(context, action: "decrypt", path: CommandAudit.absolute(target), owner: owner) }
+        if !audited && !recordedFirst {
+            CommandAudit.record(context, action: "decrypt", path: CommandAudit.absolute(target), owner: owner)
+        }
         return ExitCode.ok
     }
 

@@ -343,4 +343,39 @@ struct AuditCommandTests {
         #expect(records.first?["path"] as? String == source)
         #expect(records.first?["owner"] as? String == "")
     }
+
+    /// A declassification used to go ahead when its record could not be written (a read-only
+    /// or full state, an audit log that cannot be opened): `decrypt` exited 0 with a warning.
+    @Test("decrypt, decrypt -o, unprotect-data and protect --account '' of work data refuse (74) and change nothing when the audit log cannot be written; allowed and audited alike; other verbs go on")
+    func unrecordableDeclassificationRefused() throws {
+        for level in ["block", "audit"] {
+            let s = try AuditSandbox(level: level, allowUserDecrypt: level == "block")
+            let stored = try s.sandbox.read(s.file)
+            // A directory in the log's place: every open of it for writing fails (EISDIR), for root too.
+            try FileManager.default.removeItem(atPath: s.logPath)
+            try FileManager.default.createDirectory(atPath: s.logPath, withIntermediateDirectories: false)
+            let copy = s.sandbox.path("copy.txt")
+            let attempts: [(String, ProcessResult)] = [
+                ("decrypt", try s.run(["decrypt", s.file])),
+                ("decrypt -o", try s.run(["decrypt", s.file, "-o", copy])),
+                ("decrypt -o -", try s.run(["decrypt", s.file, "-o", "-"])),
+                ("unprotect-data", try s.sandbox.run(["unprotect-data"], stdin: stored)),
+                ("protect", try s.run(["protect", s.file, "--account", ""])),
+            ]
+            for (verb, result) in attempts {
+                #expect(result.status == 74, "\(level) \(verb): \(result.err)")
+                #expect(result.err.contains("the audit log \(s.logPath) cannot be written"), "\(level) \(verb): \(result.err)")
+                #expect(result.err.contains("nothing was changed"), "\(level) \(verb): \(result.err)")
+                #expect(result.stdout.isEmpty, "\(level) \(verb)")
+            }
+            let unchanged = try s.sandbox.read(s.file) == stored
+            #expect(unchanged, "\(level)")
+            #expect(!FileManager.default.fileExists(atPath: copy))
+            #expect(try info(s, s.file)["owner"] as? String == Fixtures.account)
+            // Not a declassification: goes on, the failed record reported on stderr.
+            let personal = try s.sandbox.write("mine.txt", "mine\n")
+            let encrypt = try s.run(["encrypt", personal, "--account", Fixtures.upn])
+            #expect(encrypt.status == 0, "\(level): \(encrypt.err)")
+        }
+    }
 }

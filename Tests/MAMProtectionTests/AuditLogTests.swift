@@ -326,6 +326,39 @@ struct AuditLogTests {
         #expect(try log.verify() == .verified(records: 6))
     }
 
+    /// The state's tail could not be written for several appends (a read-only state.db while
+    /// the log stayed writable): the next append took up only one missed record, wrote a seq
+    /// already there and broke the chain.
+    @Test("several records the state missed (its tail could not be written) are continued after; a gap or a wrong hash among them is not")
+    func continuesAfterSeveralUnrecordedRecords() throws {
+        let (fixture, log) = try fiveRecords()
+        let records = try log.records()
+        try fixture.context.state.setAuditTail(AuditTail(seq: 2, hash: records[1].hash))
+        try log.recordNow([denial("/w/6", action: "after")])
+        #expect(try log.records().map(\.seq) == [1, 2, 3, 4, 5, 6])
+        #expect(try log.verify() == .verified(records: 6))
+
+        // A tail that the records after it do not chain from is not moved: verify names the break.
+        try fixture.context.state.setAuditTail(AuditTail(seq: 3, hash: records[1].hash))
+        try log.recordNow([denial("/w/7", action: "later")])
+        #expect(try log.records().map(\.seq) == [1, 2, 3, 4, 5, 6, 4])
+        #expect(try log.verify() != .verified(records: 7))
+    }
+
+    @Test("recordNow writes at once, identical events as one counted record, and throws when the log cannot be written")
+    func recordNowWritesOrThrows() throws {
+        let (fixture, log) = try fiveRecords()
+        try log.recordNow([denial("/w/a", action: "now"), denial("/w/b", action: "now"), denial("/w/c", action: "other")])
+        let records = try log.records()
+        #expect(records.map(\.seq) == [1, 2, 3, 4, 5, 6, 7])
+        #expect(records.suffix(2).map(\.path) == ["/w/a", "/w/c"])
+        #expect(records.suffix(2).map(\.count) == [2, 1])
+        try FileManager.default.removeItem(atPath: log.url.path)
+        try FileManager.default.createDirectory(atPath: log.url.path, withIntermediateDirectories: false)
+        #expect(throws: MAMError.self) { try log.recordNow([denial("/w/d", action: "lost")]) }
+        _ = fixture
+    }
+
     @Test("records(since:account:) filter by time and owner")
     func recordsFilter() throws {
         let fixture = try StateFixture(enroll: nil, prefix: "mamfs-audit")

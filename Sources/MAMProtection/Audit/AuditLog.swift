@@ -91,6 +91,35 @@ public final class AuditLog: @unchecked Sendable {
         writeLocked(due)
     }
 
+    /// Writes `events` at once, with every pending burst count before them, and says whether
+    /// they were written: for a change that must not be made unrecorded (a declassification of
+    /// managed data), which the caller makes only after this returns. Identical events (as a
+    /// burst counts them) become one record: the first, with their count. Thread-safe.
+    /// - Throws: `MAMError` when the log or its tail in `state.db` cannot be written (the
+    ///   log's open, lock, write or fsync failed: no room, no permission, a read-only state);
+    ///   the records may then be in the log without its tail, which the next append takes up.
+    public func recordNow(_ events: [AuditEvent]) throws {
+        guard !events.isEmpty else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        var due = bursts.values.compactMap { burst in burst.first.map { ($0.event, $0.date, burst.count) } }
+            .sorted { $0.1 < $1.1 }
+        bursts.removeAll()
+        let now = clock()
+        var groups: [(AuditEvent, Date, Int64)] = []
+        var index: [AuditEvent.BurstKey: Int] = [:]
+        for event in events {
+            if let at = index[event.burstKey] {
+                groups[at].2 += 1
+            } else {
+                index[event.burstKey] = groups.count
+                groups.append((event, now, 1))
+            }
+        }
+        due += groups
+        try append(due)
+    }
+
     /// Removes the bursts whose window has closed at `now`; returns their pending records.
     private func takeClosedBursts(at now: Date) -> [(AuditEvent, Date, Int64)] {
         var due: [(AuditEvent, Date, Int64)] = []
@@ -143,14 +172,9 @@ public final class AuditLog: @unchecked Sendable {
         do { info = try file.stat() } catch { throw MAMError.system("stat \(url.path)", errno: error.rawValue) }
         if info.st_mode & 0o7777 != 0o600, info.st_uid == geteuid() { fchmod(file.rawValue, 0o600) }
 
-        var tail = try state.auditTail() ?? AuditTail(seq: 0, hash: AuditRecord.initialHash)
+        let stored = try state.auditTail() ?? AuditTail(seq: 0, hash: AuditRecord.initialHash)
         let (last, endsWithNewline) = try Self.lastLine(of: file, size: Int64(info.st_size))
-        // A process that stopped between its fsync and its state update left one record the
-        // state does not know yet: continue after it.
-        if let last, let record = AuditRecord.parse(last), record.seq == tail.seq + 1,
-           (try? record.chainHash(after: tail.hash)) == record.hash {
-            tail = AuditTail(seq: record.seq, hash: record.hash)
-        }
+        var tail = try Self.catchUp(stored, last: last, file: file, size: Int64(info.st_size))
         var bytes: [UInt8] = endsWithNewline ? [] : [UInt8(ascii: "\n")]
         for (event, date, count) in entries {
             let record = try AuditRecord(seq: tail.seq + 1, date: date, event: event, count: count).chained(after: tail.hash)
@@ -276,6 +300,33 @@ public final class AuditLog: @unchecked Sendable {
         /// False when the last line was cut off before its newline.
         let endsWithNewline: Bool
         let stored: AuditTail?
+    }
+
+    /// `stored` moved past the records appended after it that the state does not know yet: a
+    /// process stopped between its fsync and its state update, or the state could not be
+    /// written (read-only, full) while the log could. They must follow `stored` by seq and
+    /// chain from its hash; otherwise `stored` is returned (`verify()` names the break).
+    /// Reads the whole log only when more than one record is ahead.
+    private static func catchUp(_ stored: AuditTail, last: [UInt8]?, file: borrowing FileDescriptor, size: Int64) throws -> AuditTail {
+        guard let last, let lastRecord = AuditRecord.parse(last), lastRecord.seq > stored.seq else { return stored }
+        var ahead: [AuditRecord] = [lastRecord]
+        if lastRecord.seq > stored.seq + 1 {
+            var bytes = [UInt8](repeating: 0, count: Int(size))
+            let fd = file.rawValue
+            let count = try bytes.withUnsafeMutableBytes { try FileIO.preadFully(fd, $0, at: 0) }
+            var lines = bytes[0..<count].split(separator: UInt8(ascii: "\n"))
+            lines.removeLast()  // the last line, parsed above
+            while ahead[0].seq > stored.seq + 1, let line = lines.popLast() {
+                guard let record = AuditRecord.parse(line), record.seq == ahead[0].seq - 1 else { return stored }
+                ahead.insert(record, at: 0)
+            }
+        }
+        var tail = stored
+        for record in ahead {
+            guard record.seq == tail.seq + 1, (try? record.chainHash(after: tail.hash)) == record.hash else { return stored }
+            tail = AuditTail(seq: record.seq, hash: record.hash)
+        }
+        return tail
     }
 
     /// The last line of the open log of `size` bytes (without its newline; nil for an empty

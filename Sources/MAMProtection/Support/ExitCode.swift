@@ -13,7 +13,7 @@
 /// | `unavailable` | 69   | EX_UNAVAILABLE | `events`: there is no session bus, or it cannot be reached or went away |
 /// | `software`    | 70   | EX_SOFTWARE    | internal error; the mount daemon exited before it could say why       |
 /// | `cantCreate`  | 73   | EX_CANTCREAT   | cannot create the output (disk full, read-only, exists, link limit; `-o` names something that is not a regular file); the FUSE mount itself failed; `provider evict` of a file with changes not uploaded |
-/// | `ioErr`       | 74   | EX_IOERR       | any other I/O error; items a `provider sync` pass could not bring in sync; a wipe whose deleted key bytes may remain in the state files |
+/// | `ioErr`       | 74   | EX_IOERR       | any other I/O error; items a `provider sync` pass could not bring in sync; a wipe whose deleted key bytes may remain in the state files; a declassification whose audit record cannot be written |
 /// | `tempFail`    | 75   | EX_TEMPFAIL    | `provider sync`: the remote was unreachable; nothing local was lost, run it again; `unmount`: the mount is gone but its daemon is still running after the timeout |
 /// | `noPerm`      | 77   | EX_NOPERM      | denied by policy, unknown account, key unavailable (wiped account, wrong passphrase), a state directory that cannot be read or is not safe; a key refused by the compliance gate |
 /// | `notCompliant` | 80  | -              | `compliance check/remediate/status`: NotCompliant                        |
