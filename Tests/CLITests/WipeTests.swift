@@ -57,6 +57,37 @@ struct WipeTests {
         #expect(accounts.first?["managed"] as? Bool == false)
     }
 
+    /// A `decrypt` killed between linking its temp file and renaming it over the file left the
+    /// plaintext as `.NAME.mamfs-tmp-*`, and a wipe kept it.
+    @Test("wipe removes a rewrite's temp file whose writer is gone (a killed decrypt's plaintext); one whose writer runs, and other hidden files, stay")
+    func leftOverTemporaryRemoved() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let tree = try makeTree(sandbox, root: "tree")
+        let dead = try #require(Self.exitedPID())
+        let leftOver = try sandbox.write("tree/work/.report.txt.mamfs-tmp-p\(dead)-k3x9q", "corporate report\n")
+        let running = try sandbox.write("tree/work/.report.txt.mamfs-tmp-p\(getpid())-a1b2c", "being written\n")
+        let oldForm = try sandbox.write("tree/work/.report.txt.mamfs-tmp-zz91", "whose?\n")
+        let hidden = try sandbox.write("tree/work/.hidden", "mine\n")
+
+        let result = try sandbox.run(["wipe", Fixtures.upn, "--root", sandbox.path("tree")])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(!sandbox.exists(leftOver))
+        for path in [running, oldForm, hidden] { #expect(sandbox.exists(path), "\(path) kept") }
+        for path in tree.managed { #expect(!sandbox.exists(path), "\(path) wiped") }
+    }
+
+    /// The PID of a child that has exited and been reaped (no process has it now).
+    static func exitedPID() -> pid_t? {
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+        defer { argv.forEach { free($0) } }
+        guard posix_spawn(&pid, "/bin/true", nil, nil, argv, nil) == 0 else { return nil }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, 0) == pid else { return nil }
+        return kill(pid, 0) != 0 && errno == ESRCH ? pid : nil
+    }
+
     @Test("wipe finds protected paths without --root (known roots)")
     func wipeKnownRoots() throws {
         let sandbox = try Sandbox()

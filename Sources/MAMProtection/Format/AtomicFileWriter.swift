@@ -162,7 +162,7 @@ public final class AtomicFileWriter {
     }
 
     private static func temporaryName(for target: String, suffix: String) -> String {
-        ".\(target.prefix(80)).mamfs-tmp-\(suffix)"
+        WriterTemporaryName.make(for: target, suffix: suffix)
     }
 
     /// Drops the temp file; the target is untouched.

@@ -17,7 +17,8 @@ public struct WipeReport: Equatable, Sendable {
     public var keysDestroyed = 0
     /// Roots that were walked.
     public var roots: [String] = []
-    /// Entries of provider temp areas (`.mamfs-provider/tmp`) that were removed.
+    /// Entries of provider temp areas (`.mamfs-provider/tmp`) and rewrites' temp files left by
+    /// a killed writer (`WriterTemporaryName`) that were removed.
     public var removedTemporaries = 0
     /// What the walk skipped and why (a mount point, a root that became a symbolic link), one
     /// line each, for the user.

@@ -113,7 +113,8 @@ struct WipeRoot {
 /// device never blocks it. A mount point inside a root is not entered (another st_dev, or a
 /// path listed in /proc/self/mountinfo, which also catches bind mounts of the same
 /// filesystem); the walk notes it. The contents of every `.mamfs-provider/tmp` directory met are removed
-/// whoever owns them: they are provider temporaries that a crash may have left.
+/// whoever owns them: they are provider temporaries that a crash may have left. So is every
+/// rewrite's temp file whose writer is gone (`WriterTemporaryName.isLeftOver`).
 struct WipeWalker {
     let owner: String
     let progress: ((WipeProgress) -> Void)?
@@ -190,6 +191,12 @@ struct WipeWalker {
                 }
             case S_IFREG:
                 examined += 1
+                if WriterTemporaryName.isLeftOver(entry.text) {
+                    // A rewrite's temp file whose writer was killed before the rename (for a
+                    // decrypt, the plaintext): whoever's it is, it goes.
+                    if unlinkat(directory, name, 0) == 0 { report.removedTemporaries += 1 }
+                    continue
+                }
                 try wipeFile(in: directory, name: name, path: child, expected: st)
                 if examined % 200 == 0 { progress?(WipeProgress(examined: examined, removed: report.removedFiles)) }
             default:
