@@ -34,6 +34,9 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownAccount(String)
     /// Output could not be created (permissions, full disk, existing target).
     case cannotCreateOutput(String)
+    /// A database of mamfs' own (`state.db`, a provider's `provider.db`) is damaged or is not a
+    /// SQLite database at all (SQLITE_CORRUPT, SQLITE_NOTADB).
+    case damagedDatabase(String)
     /// An operating-system call failed with `errno`.
     case system(String, errno: Int32)
 
@@ -52,6 +55,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
         case .policyDenied(let m): return "denied by policy: \(m)"
         case .unknownAccount(let m): return "unknown account: \(m)"
         case .cannotCreateOutput(let m): return "cannot create output: \(m)"
+        case .damagedDatabase(let m): return "damaged database: \(m)"
         case .system(let m, let code): return "\(m): \(String(cString: strerror(code)))"
         }
     }
@@ -64,7 +68,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
         case .fileNotFound: return ENOENT
         case .operationOnDirectory: return EISDIR
         case .invalidArguments: return EINVAL
-        case .cannotCreateOutput: return EIO
+        case .cannotCreateOutput, .damagedDatabase: return EIO
         case .system(_, let code): return code
         }
     }
@@ -73,7 +77,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
     public var exitCode: ExitCode {
         switch self {
         case .invalidArguments: return .usage
-        case .authenticationFailed, .failedToDecrypt: return .dataErr
+        case .authenticationFailed, .failedToDecrypt, .damagedDatabase: return .dataErr
         case .fileNotFound, .operationOnDirectory: return .noInput
         case .internalError, .failedToEncrypt: return .software
         case .cannotCreateOutput: return .cantCreate

@@ -88,8 +88,34 @@ enum Output {
         }
     }
 
-    /// Formats rows as left-aligned columns separated by two spaces (the last column unpadded).
+    /// `text` with its control characters (C0, DEL, C1) written as escapes: `\n`, `\t`, `\r`,
+    /// else `\xHH` (C0, DEL) or `\u{HHHH}` (C1); a backslash stays as it is. For text meant for
+    /// a terminal; `--json` output keeps the exact text.
+    static func printable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            guard isControl(scalar) else { result.unicodeScalars.append(scalar); continue }
+            switch scalar {
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case "\r": result += "\\r"
+            default:
+                let hex = String(scalar.value, radix: 16)
+                result += scalar.value <= 0x7F ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "}"
+            }
+        }
+        return result
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// Formats rows as left-aligned columns separated by two spaces (the last column unpadded),
+    /// each cell `printable`: a file name or UPN cannot break a line or drive the terminal.
     static func table(_ rows: [[String]]) -> String {
+        let rows = rows.map { $0.map(printable) }
         guard let columns = rows.map(\.count).max(), columns > 0 else { return "" }
         var widths = [Int](repeating: 0, count: columns)
         for row in rows {

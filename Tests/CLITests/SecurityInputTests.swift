@@ -141,4 +141,73 @@ struct SecurityInputTests {
         let contents = try bash(sandbox, #"cat "$(printf 'x\xef\xbf\xbd')""#)
         #expect(contents.out == "OTHER\n", "\(contents.out)")
     }
+
+    /// `enroll --upn` took a UPN holding an escape sequence, which `accounts` then printed raw
+    /// (driving the reader's terminal).
+    @Test("a UPN with a control character or a blank inside is refused (64) and echoed without it", arguments: [
+        "evil\u{1b}[31m@contoso.com", "a\nb@contoso.com", "a\tb@contoso.com", "a@contoso\u{9b}31m.com", "a\u{7f}@contoso.com",
+        "a\u{a0}b@contoso.com",
+    ])
+    func upnWithControlCharacters(_ upn: String) throws {
+        let sandbox = try Sandbox()
+        #expect(try sandbox.run(["init"]).status == 0)
+        let policy = try sandbox.write("p.json", Fixtures.encryptingPolicy)
+        for arguments in [["enroll", "--upn", upn, "--policy", policy], ["enroll", Fixtures.account, "--upn", upn, "--policy", policy]] {
+            let result = try sandbox.run(arguments)
+            #expect(result.status == 64, "\(result.err)")
+            #expect(result.err.contains("is not a UPN"), "\(result.err)")
+            #expect(!result.err.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x9b || $0.value == 0x7f }, "\(result.err)")
+        }
+        #expect(try jsonArray(try sandbox.run(["accounts", "--json"])).isEmpty)
+    }
+
+    @Test("text tables write control characters as escapes (a stored UPN, a file name); --json keeps them")
+    func tablesEscapeControlCharacters() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        // A UPN stored before enroll checked for control characters.
+        let stored = "evil\u{1b}]0;owned\u{7}@contoso.com"
+        let update = try bash(sandbox, "python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE accounts SET upn=?\", (sys.argv[2],)); c.commit()' \"$STATE/state.db\" \"$(printf 'evil\\033]0;owned\\007@contoso.com')\"")
+        #expect(update.status == 0, "\(update.err)")
+        let accounts = try sandbox.run(["accounts"])
+        #expect(accounts.status == 0, "\(accounts.err)")
+        #expect(accounts.out.contains("evil\\x1b]0;owned\\x07@contoso.com"), "\(accounts.out)")
+        #expect(!accounts.out.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x07 })
+        #expect(try jsonArray(try sandbox.run(["accounts", "--json"])).first?["upn"] as? String == stored)
+
+        let file = try sandbox.write("two\nlines\u{1b}[2J.txt", "x\n")
+        #expect(try sandbox.run(["encrypt", file, "--account", Fixtures.account]).status == 0)
+        let info = try sandbox.run(["info", file])
+        #expect(info.status == 0, "\(info.err)")
+        #expect(info.out.split(separator: "\n").count == 2, "\(info.out)")
+        #expect(info.out.contains("two\\nlines\\x1b[2J.txt"), "\(info.out)")
+        #expect(try jsonArray(try sandbox.run(["info", "--json", file])).first?["path"] as? String == file)
+    }
+
+    /// A damaged state.db was reported as an internal error (70).
+    @Test("a damaged or foreign state.db is a data error (65) naming the database, for every verb that opens the state")
+    func damagedStateDatabase() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let file = try sandbox.write("f.txt", "secret\n")
+        #expect(try sandbox.run(["encrypt", file, "--account", Fixtures.account]).status == 0)
+        let stored = try sandbox.read(file)
+        let database = sandbox.state + "/state.db"
+        let original = try sandbox.read(database)
+        var damaged = original
+        for index in 100..<4096 { damaged[index] = UInt8(truncatingIfNeeded: index &* 131) }
+        for contents in [damaged, Data("SQLite format 3\0 but nothing after".utf8), Data(repeating: 0x5A, count: 8192)] {
+            try contents.write(to: URL(fileURLWithPath: database))
+            try? FileManager.default.removeItem(atPath: database + "-wal")
+            try? FileManager.default.removeItem(atPath: database + "-shm")
+            for arguments in [["accounts"], ["decrypt", file], ["info", file]] {
+                let result = try sandbox.run(arguments)
+                #expect(result.status == 65, "\(arguments) \(result.err)")
+                #expect(result.err.contains("damaged database"), "\(arguments) \(result.err)")
+                #expect(result.err.contains("restore it from a backup"), "\(arguments) \(result.err)")
+            }
+            let unchanged = try sandbox.read(file) == stored
+            #expect(unchanged)
+        }
+    }
 }

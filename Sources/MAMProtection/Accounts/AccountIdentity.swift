@@ -74,10 +74,15 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
         return true
     }
 
-    /// True when `name` looks like a UPN: `local@domain` with non-empty parts and no spaces.
+    /// True when `name` looks like a UPN: `local@domain` with non-empty parts, no blank of any
+    /// kind inside and no control character (C0, DEL, C1): a UPN is printed by `accounts`,
+    /// `info` and the logs, where an escape sequence would drive the reader's terminal.
     public static func isUPN(_ name: String) -> Bool {
         let trimmed = name.trimmingWhitespace()
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
-        return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && !trimmed.contains(" ")
+        let printable = trimmed.unicodeScalars.allSatisfy { scalar in
+            !(scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.isWhitespace)
+        }
+        return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && printable
     }
 }

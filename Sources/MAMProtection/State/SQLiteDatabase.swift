@@ -15,7 +15,8 @@ import MAMSystem
 ///
 /// Errors: `MAMError.system(msg, errno: ENOSPC)` when the disk is full (SQLITE_FULL),
 /// `MAMError.system(msg, errno:)` for I/O and open failures that carry an errno,
-/// `MAMError.internalError(msg)` for every other SQLite failure.
+/// `MAMError.damagedDatabase(msg)` for a damaged file or one that is not a database
+/// (SQLITE_CORRUPT, SQLITE_NOTADB), `MAMError.internalError(msg)` for every other SQLite failure.
 public final class SQLiteDatabase: @unchecked Sendable {
     /// The database file path.
     public let path: String
@@ -39,7 +40,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// A file created here gets mode `fileMode` (default 0600) regardless of the umask; SQLite
     /// gives its `-wal` and `-shm` files the same mode.
     /// - Throws: `MAMError.system` when the file cannot be created or opened (errno from the OS),
-    ///   `MAMError.internalError` when it is not a usable SQLite database.
+    ///   `MAMError.damagedDatabase` when it is damaged or not a SQLite database.
     public init(path: String, create: Bool = true, fileMode: mode_t = 0o600) throws {
         self.path = path
         if create { try Self.createFile(path, mode: fileMode) }
@@ -345,6 +346,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
         switch rc & 0xff {
         case SQLITE_FULL:
             return .system(full, errno: ENOSPC)
+        case SQLITE_CORRUPT, SQLITE_NOTADB:
+            return .damagedDatabase(full + " (restore it from a backup)")
         case SQLITE_IOERR, SQLITE_CANTOPEN:
             let code = db.map { sqlite3_system_errno($0) } ?? 0
             return code != 0 ? .system(full, errno: code) : .internalError(full)

@@ -35,7 +35,8 @@ public final class StateStore: Sendable {
     /// - Throws: `MAMError.fileNotFound("no mamfs state in DIR (run 'mamfs init')")` when
     ///   `create` is false and there is no database; `MAMError.cannotCreateOutput` when the
     ///   directory cannot be created; `MAMError.internalError` when the database was written by
-    ///   a newer mamfs (higher schema version) or is not a SQLite database.
+    ///   a newer mamfs (higher schema version); `MAMError.damagedDatabase` when it is damaged or
+    ///   not a SQLite database.
     public init(directory: StateDirectory, create: Bool) throws {
         if create {
             try directory.create()

@@ -8,7 +8,7 @@
 /// | `ok`          | 0    | EX_OK          | success; a `provider sync` pass with nothing left out of sync          |
 /// | `failure`     | 1    | -              | the FUSE session of a mount ended with an error (the mount daemon, `mount -f`) |
 /// | `usage`       | 64   | EX_USAGE       | unknown option or verb, missing or extra argument, invalid policy file, an argument or path variable that is not UTF-8, `MAMError.invalidArguments`; `mount` on a mountpoint with a FUSE mount (or a dead one, without `--force`) |
-/// | `dataErr`     | 65   | EX_DATAERR     | corrupt or tampered data (authentication failure), input that is not protected or not base64 |
+/// | `dataErr`     | 65   | EX_DATAERR     | corrupt or tampered data (authentication failure), input that is not protected or not base64, a damaged state database |
 /// | `noInput`     | 66   | EX_NOINPUT     | a file, directory, state or account that is not there; `unmount` of something that is not a mamfs mount |
 /// | `unavailable` | 69   | EX_UNAVAILABLE | `events`: there is no session bus, or it cannot be reached or went away |
 /// | `software`    | 70   | EX_SOFTWARE    | internal error; the mount daemon exited before it could say why       |
