@@ -145,6 +145,18 @@ public enum MountDaemon {
         return .failure
     }
 
+    /// Unblocks SIGHUP, SIGINT and SIGTERM, the signals that end the session. A signal mask
+    /// survives fork and exec: a daemon started by a process that blocks them (a test
+    /// harness's thread, a supervisor, a Python program that blocked them) never saw them, so
+    /// `kill PID` and `systemctl stop` left the mount as it was. The worker threads libfuse
+    /// starts afterwards inherit the mask.
+    static func unblockStopSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in [SIGHUP, SIGINT, SIGTERM] { sigaddset(&set, signal) }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Points stderr at /dev/null when it is a pipe. A daemon that kept its caller's pipe (as
     /// `out=$(mamfs mount ... 2>&1)` or `mamfs mount ... 2>&1 | tee` give it) would keep the
     /// reader waiting for end-of-file until the unmount. A terminal, a file or a socket (a
@@ -217,6 +229,7 @@ public enum MountDaemon {
             defer { fuse_session_destroy(session) }
             if installSignalHandlers {
                 guard fuse_set_signal_handlers(session) == 0 else { throw MAMError.internalError("cannot install signal handlers") }
+                unblockStopSignals()
             }
             defer { if installSignalHandlers { fuse_remove_signal_handlers(session) } }
             guard fuse_session_mount(session, plan.mountpoint) == 0 else {

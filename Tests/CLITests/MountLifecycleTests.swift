@@ -119,8 +119,9 @@ struct MountLifecycleTests {
         holder.arguments = ["60"]
         holder.currentDirectoryURL = URL(fileURLWithPath: m.mountpoint)
         try holder.run()
+        // SIGKILL: a child of a test thread may inherit a mask that blocks SIGTERM.
         defer {
-            if holder.isRunning { holder.terminate() }
+            if holder.isRunning { kill(holder.processIdentifier, SIGKILL) }
             holder.waitUntilExit()
         }
         let unmount = try m.run(["unmount", m.mountpoint])
@@ -129,7 +130,7 @@ struct MountLifecycleTests {
         #expect(unmount.stdout.isEmpty)
         #expect(m.mountEntries.isEmpty)
         #expect(kill(daemon, 0) == 0, "the daemon serves the process still inside")
-        holder.terminate()
+        kill(holder.processIdentifier, SIGKILL)
         holder.waitUntilExit()
         FuseMounts.reap([daemon])
     }
@@ -147,6 +148,33 @@ struct MountLifecycleTests {
         try Data("still served\n".utf8).write(to: URL(fileURLWithPath: m.mountpoint + "/f"))
         #expect(try m.sandbox.read(m.mountpoint + "/f") == Data("still served\n".utf8))
         #expect(try m.run(["unmount", m.mountpoint]).status == 0)
+    }
+
+    @Test("a daemon started by a process that blocks SIGTERM still ends on SIGTERM: it unmounts and exits",
+          .enabled(if: fuseUsable))
+    func stopSignalsUnblocked() throws {
+        let m = try Mounting()
+        let script = """
+            import signal, subprocess, sys
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP, signal.SIGINT, signal.SIGTERM})
+            sys.exit(subprocess.run(sys.argv[1:]).returncode)
+            """
+        let mount = try shell("python3 -c \(shellQuote(script)) \(shellQuote(MamfsBinary.path)) --state \(shellQuote(m.sandbox.state)) mount \(shellQuote(m.backing)) \(shellQuote(m.mountpoint)) --account \(shellQuote(Fixtures.upn))",
+                              environment: m.sandbox.environment, timeout: 60)
+        #expect(mount.status == 0, "\(mount.err)")
+        let daemon = try m.daemon()
+        let blocked = (try? String(contentsOfFile: "/proc/\(daemon)/status", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
+            .flatMap { UInt64($0.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16) }
+        #expect(blocked.map { $0 & (1 << (UInt64(SIGTERM) - 1)) } == 0, "SIGTERM is not blocked in the daemon")
+        #expect(kill(daemon, SIGTERM) == 0)
+        var gone = false
+        for _ in 0..<500 where !gone {
+            gone = Self.isGone(daemon)
+            if !gone { usleep(20_000) }
+        }
+        #expect(gone, "the daemon exited on SIGTERM")
+        #expect(m.mountEntries.isEmpty, "and took its mount with it")
     }
 
     @Test("unmount returns once the daemon has exited: its pid is gone (ESRCH) right after", .enabled(if: fuseUsable))
