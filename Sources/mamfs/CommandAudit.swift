@@ -34,6 +34,18 @@ enum CommandAudit {
         }
     }
 
+    /// `recordDeclassification` of every object of `objects` (path -> its managed owner) under
+    /// "declassify"; the objects of one owner become one record (the first path, their count).
+    static func recordDeclassifications(_ context: ProtectionContext, objects: [(path: String, owner: String?)],
+                                        subject: String) throws {
+        try writeOrRefuse(context, subject: subject) {
+            try context.auditLog.recordNow(objects.map { object in
+                .ofThisProcess(executable: executable.path, action: "declassify", path: absolute(object.path),
+                               owner: object.owner ?? "", decision: Verdict.allowed.auditName, rule: "")
+            })
+        }
+    }
+
     /// Runs `write` (a write of the audit log); a failure becomes the refusal of the change.
     private static func writeOrRefuse(_ context: ProtectionContext, subject: String, _ write: () throws -> Void) throws {
         do {

@@ -88,8 +88,9 @@ enum Output {
         }
     }
 
-    /// `text` with its control characters (C0, DEL, C1) written as escapes: `\n`, `\t`, `\r`,
-    /// else `\xHH` (C0, DEL) or `\u{HHHH}` (C1); a backslash stays as it is. For text meant for
+    /// `text` with its control characters (C0, DEL, C1) and invisible format characters (bidi
+    /// overrides, zero-width ones: Cf) written as escapes: `\n`, `\t`, `\r`, else `\xHH` (C0,
+    /// DEL) or `\u{HHHH}` (C1, Cf); a backslash stays as it is. For text meant for
     /// a terminal; `--json` output keeps the exact text.
     static func printable(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
@@ -109,7 +110,7 @@ enum Output {
     }
 
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.generalCategory == .format
     }
 
     /// Formats rows as left-aligned columns separated by two spaces (the last column unpadded),

@@ -59,22 +59,24 @@ enum ProtectCommands {
                 let oldOwner = try? context.files.protectionInfo(path: backing)
                 let action = isDeclassification(from: oldOwner, to: accountId, in: context) ? "declassify" : "protect"
                 var audited = false
+                // The managed objects this protect gives another owner: below an untagged or
+                // personal directory too (protect -R --account '' of a tree holding work files).
+                let declassified = DeclassifyTargets.managedObjects(at: backing, recursive: recursive, context: context)
+                    .filter { AccountIdentity.canonical($0.owner ?? "") != AccountIdentity.canonical(accountId) }
                 if checked {
-                    let objects = DeclassifyTargets.managedObjects(at: backing, recursive: recursive, context: context)
-                    audited = try CommandAudit.requireDeclassifyAllowed(context, action: "declassify", owners: objects,
+                    audited = try CommandAudit.requireDeclassifyAllowed(context, action: "declassify", owners: declassified,
                                                                          newOwner: accountId) { $0 == backing ? path : $0 }
                 }
                 // Managed data made personal is recorded before it is changed: never unrecorded.
-                let recordedFirst = action == "declassify" && !audited
+                let recordedFirst = !declassified.isEmpty && !audited
                 if recordedFirst {
-                    try CommandAudit.recordDeclassification(context, action: action, path: CommandAudit.absolute(backing),
-                                                            owner: oldOwner, subject: path)
+                    try CommandAudit.recordDeclassifications(context, objects: declassified, subject: path)
                 }
                 var started = false, finished = false
                 defer {
                     // A tree protect that failed after it did a file has changed the files
                     // before the failure: that is recorded too.
-                    if started && !finished && recursive && !audited && !recordedFirst {
+                    if started && !finished && recursive && !audited && !(recordedFirst && action == "declassify") {
                         CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                             owner: action == "declassify" ? oldOwner : accountId)
                     }
@@ -86,7 +88,7 @@ enum ProtectCommands {
                 finished = true
                 progress.finish()
                 // A declassification is the old owner's event, any other protect the new owner's.
-                if !audited && !recordedFirst {
+                if !audited && !(recordedFirst && action == "declassify") {
                     CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                         owner: action == "declassify" ? oldOwner : accountId)
                 }

@@ -378,4 +378,28 @@ struct AuditCommandTests {
             #expect(encrypt.status == 0, "\(level): \(encrypt.err)")
         }
     }
+
+    /// `protect -R --account ''` of an untagged directory holding work files declassified them
+    /// with only a "protect" record of the directory (owner ""), and with a broken log, none.
+    @Test("protect -R of an untagged directory holding work files records their declassification first, under their owner; refused (74) when it cannot")
+    func treeDeclassificationBelowUntaggedDirectory() throws {
+        let s = try AuditSandbox(level: "block", allowUserDecrypt: true)
+        let first = try s.sandbox.write("plain/a/w.txt", "work\n")
+        #expect(try s.run(["encrypt", first, "--account", Fixtures.upn]).status == 0)
+        let result = try s.run(["protect", s.sandbox.path("plain"), "-R", "--account", ""])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(try info(s, first)["owner"] as? String == "")
+        let records = try s.records(action: "declassify")
+        #expect(records.map { $0["path"] as? String } == [first])
+        #expect(records.first?["owner"] as? String == Fixtures.account)
+        #expect(try s.records(["--account", Fixtures.account]).contains { $0["action"] as? String == "declassify" })
+
+        let second = try s.sandbox.write("plain2/b/w.txt", "work\n")
+        #expect(try s.run(["encrypt", second, "--account", Fixtures.upn]).status == 0)
+        try FileManager.default.removeItem(atPath: s.logPath)
+        try FileManager.default.createDirectory(atPath: s.logPath, withIntermediateDirectories: false)
+        let refused = try s.run(["protect", s.sandbox.path("plain2"), "-R", "--account", ""])
+        #expect(refused.status == 74, "\(refused.err)")
+        #expect(try info(s, second)["owner"] as? String == Fixtures.account)
+    }
 }

@@ -146,7 +146,7 @@ struct SecurityInputTests {
     /// (driving the reader's terminal).
     @Test("a UPN with a control character or a blank inside is refused (64) and echoed without it", arguments: [
         "evil\u{1b}[31m@contoso.com", "a\nb@contoso.com", "a\tb@contoso.com", "a@contoso\u{9b}31m.com", "a\u{7f}@contoso.com",
-        "a\u{a0}b@contoso.com",
+        "a\u{a0}b@contoso.com", "admin\u{202e}moc.osotnoc@x.com", "a\u{200b}b@contoso.com", "a@contoso\u{feff}.com",
     ])
     func upnWithControlCharacters(_ upn: String) throws {
         let sandbox = try Sandbox()
@@ -182,6 +182,33 @@ struct SecurityInputTests {
         #expect(info.out.split(separator: "\n").count == 2, "\(info.out)")
         #expect(info.out.contains("two\\nlines\\x1b[2J.txt"), "\(info.out)")
         #expect(try jsonArray(try sandbox.run(["info", "--json", file])).first?["path"] as? String == file)
+        let reversed = try sandbox.write("invoice\u{202e}fdp.exe", "x\n")
+        #expect(try sandbox.run(["encrypt", reversed, "--account", Fixtures.account]).status == 0)
+        let shown = try sandbox.run(["info", reversed])
+        #expect(shown.out.contains("invoice\\u{202e}fdp.exe"), "\(shown.out)")
+    }
+
+    /// A state.db replaced by another program's database or an empty file was taken as a new
+    /// state: mamfs wrote its tables into it, then failed with an internal error (70).
+    @Test("a state.db that is another program's SQLite database, or empty, is refused (65) and left as it was")
+    func foreignStateDatabase() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let database = sandbox.state + "/state.db"
+        for make in ["import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE notes(x)'); c.commit()",
+                     "import sys; open(sys.argv[1], 'wb').close()"] {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+            let made = try bash(sandbox, "python3 -c \(shellQuote(make)) \"$STATE/state.db\"")
+            #expect(made.status == 0, "\(made.err)")
+            let before = try sandbox.read(database)
+            for arguments in [["accounts"], ["audit"], ["enroll", Fixtures.account, "--policy", try sandbox.write("p.json", Fixtures.encryptingPolicy)]] {
+                let result = try sandbox.run(arguments)
+                #expect(result.status == 65, "\(arguments) \(result.err)")
+                #expect(result.err.contains("is not a mamfs state database"), "\(arguments) \(result.err)")
+            }
+            let unchanged = try sandbox.read(database) == before
+            #expect(unchanged, "\(make)")
+        }
     }
 
     /// A damaged state.db was reported as an internal error (70).

@@ -59,7 +59,7 @@ struct WipeTests {
 
     /// A `decrypt` killed between linking its temp file and renaming it over the file left the
     /// plaintext as `.NAME.mamfs-tmp-*`, and a wipe kept it.
-    @Test("wipe removes a rewrite's temp file whose writer is gone (a killed decrypt's plaintext); one whose writer runs, and other hidden files, stay")
+    @Test("wipe removes a rewrite's temp file whose writer is gone beside a file it wipes (a killed decrypt's plaintext); one whose writer runs, one beside another owner's file or none, and other hidden files stay")
     func leftOverTemporaryRemoved() throws {
         let sandbox = try Sandbox()
         try sandbox.initAndEnroll()
@@ -69,11 +69,15 @@ struct WipeTests {
         let running = try sandbox.write("tree/work/.report.txt.mamfs-tmp-p\(getpid())-a1b2c", "being written\n")
         let oldForm = try sandbox.write("tree/work/.report.txt.mamfs-tmp-zz91", "whose?\n")
         let hidden = try sandbox.write("tree/work/.hidden", "mine\n")
+        // Named like a left-over but beside a personal file, or beside nothing: not the account's.
+        let besidePersonal = try sandbox.write("tree/mixed/.holiday.txt.mamfs-tmp-p\(dead)-q1", "personal\n")
+        let besideNothing = try sandbox.write("tree/mixed/.gone.txt.mamfs-tmp-p\(dead)-q2", "mine too\n")
 
-        let result = try sandbox.run(["wipe", Fixtures.upn, "--root", sandbox.path("tree")])
+        let result = try sandbox.run(["-v", "wipe", Fixtures.upn, "--root", sandbox.path("tree")])
         #expect(result.status == 0, "\(result.err)")
         #expect(!sandbox.exists(leftOver))
-        for path in [running, oldForm, hidden] { #expect(sandbox.exists(path), "\(path) kept") }
+        #expect(result.out.contains(leftOver), "the removal is listed: \(result.out)")
+        for path in [running, oldForm, hidden, besidePersonal, besideNothing] { #expect(sandbox.exists(path), "\(path) kept") }
         for path in tree.managed { #expect(!sandbox.exists(path), "\(path) wiped") }
     }
 

@@ -345,6 +345,43 @@ struct AuditLogTests {
         #expect(try log.verify() != .verified(records: 7))
     }
 
+    /// A record that did not fit (a full disk) stayed in the log as a torn line: every later
+    /// append followed it, and `verify` and `records` failed for good.
+    @Test("an append that fails on a full disk leaves the log as it was; once there is room again the chain goes on",
+          .enabled(if: getuid() == 0))
+    func fullDiskLeavesNoTornRecord() throws {
+        let directory = try TempDirectory(prefix: "mamfs-audit-full")
+        let mounted = try runProcess("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", directory.path],
+                                     environment: testEnvironment())
+        try #require(mounted.status == 0, "mount tmpfs: \(mounted.err)")
+        defer { _ = try? runProcess("/usr/bin/umount", ["-l", directory.path], environment: testEnvironment()) }
+        let stateDirectory = StateDirectory(path: directory.path + "/state")
+        let state = try StateStore(directory: stateDirectory, create: true)
+        let log = AuditLog(stateDirectory: stateDirectory, state: state)
+        var count = 0
+        // Grow the log to just under a page, so the next record needs a page the disk lacks.
+        while (try? FileManager.default.attributesOfItem(atPath: log.url.path)[.size] as? Int) ?? 0 < 4096 - 400 {
+            count += 1
+            try log.recordNow([denial("/w/\(count)", action: "fill-\(count)")])
+        }
+        let before = try Data(contentsOf: log.url)
+        let filler = directory.path + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let chunk = [UInt8](repeating: 0, count: 65536)
+        while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+        close(fd)
+        #expect(throws: MAMError.self) {
+            try log.recordNow([denial("/w/" + String(repeating: "x", count: 600), action: "too-big")])
+        }
+        let after = try Data(contentsOf: log.url)
+        let cutBack = after == before
+        #expect(cutBack, "the failed append is cut back (\(before.count) bytes before, \(after.count) after)")
+        try FileManager.default.removeItem(atPath: filler)
+        try log.recordNow([denial("/w/room-again", action: "room")])
+        #expect(try log.verify() == .verified(records: Int64(count + 1)))
+        #expect(try log.records().last?.path == "/w/room-again")
+    }
+
     @Test("recordNow writes at once, identical events as one counted record, and throws when the log cannot be written")
     func recordNowWritesOrThrows() throws {
         let (fixture, log) = try fiveRecords()

@@ -10,9 +10,12 @@ struct WriterTemporaryNameTests {
         let name = WriterTemporaryName.make(for: "report.txt", pid: 4321, suffix: "k3x9q")
         #expect(name == ".report.txt.mamfs-tmp-p4321-k3x9q")
         #expect(WriterTemporaryName.writer(of: name) == 4321)
+        #expect(WriterTemporaryName.target(of: name) == "report.txt")
+        #expect(WriterTemporaryName.target(of: ".a.mamfs-tmp-p1.mamfs-tmp-p12-x") == "a.mamfs-tmp-p1")
         let long = WriterTemporaryName.make(for: String(repeating: "n", count: 300), suffix: "z")
         #expect(long.utf8.count < 255)
         #expect(WriterTemporaryName.writer(of: long) == getpid())
+        #expect(WriterTemporaryName.target(of: long) == nil, "a cut name does not tell its target")
         #expect(!WriterTemporaryName.isLeftOver(long), "this process runs")
         for other in [".report.txt.mamfs-tmp-zz91", "report.txt.mamfs-tmp-p12-a", ".x.mamfs-tmp-p-a",
                       ".x.mamfs-tmp-p12", ".x.mamfs-tmp-p12-", ".x.mamfs-tmp-p0-a", ".report.txt"] {

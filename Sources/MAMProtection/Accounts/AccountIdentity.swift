@@ -75,13 +75,16 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// True when `name` looks like a UPN: `local@domain` with non-empty parts, no blank of any
-    /// kind inside and no control character (C0, DEL, C1): a UPN is printed by `accounts`,
-    /// `info` and the logs, where an escape sequence would drive the reader's terminal.
+    /// kind inside, no control character (C0, DEL, C1) and no invisible format character
+    /// (bidi overrides, zero-width ones: Unicode category Cf): a UPN is printed by `accounts`,
+    /// `info` and the logs, where an escape sequence would drive the reader's terminal and a
+    /// bidi override would show another name.
     public static func isUPN(_ name: String) -> Bool {
         let trimmed = name.trimmingWhitespace()
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
         let printable = trimmed.unicodeScalars.allSatisfy { scalar in
-            !(scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.isWhitespace)
+            !(scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.isWhitespace
+              || scalar.properties.generalCategory == .format)
         }
         return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && printable
     }

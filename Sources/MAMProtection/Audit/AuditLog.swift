@@ -91,10 +91,11 @@ public final class AuditLog: @unchecked Sendable {
         writeLocked(due)
     }
 
-    /// Writes `events` at once, with every pending burst count before them, and says whether
-    /// they were written: for a change that must not be made unrecorded (a declassification of
-    /// managed data), which the caller makes only after this returns. Identical events (as a
-    /// burst counts them) become one record: the first, with their count. Thread-safe.
+    /// Writes `events` at once, with every pending burst count before them, and returns only
+    /// once they are in the log and its tail in `state.db`: for a change that must not be made
+    /// unrecorded (a declassification of managed data), which the caller makes only after this
+    /// returns. Identical events (as a burst counts them) become one record: the first, with
+    /// their count. Thread-safe.
     /// - Throws: `MAMError` when the log or its tail in `state.db` cannot be written (the
     ///   log's open, lock, write or fsync failed: no room, no permission, a read-only state);
     ///   the records may then be in the log without its tail, which the next append takes up.
@@ -182,10 +183,18 @@ public final class AuditLog: @unchecked Sendable {
             bytes.append(UInt8(ascii: "\n"))
             tail = AuditTail(seq: record.seq, hash: record.hash)
         }
-        // O_APPEND: the offset is ignored, every write goes to the end of the file.
+        // O_APPEND: the offset is ignored, every write goes to the end of the file. A write or
+        // fsync that fails (a full disk) may have left part of a record: the log is cut back to
+        // its length before, so the next append does not follow a torn line.
         let fd = file.rawValue
-        try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
-        do { try file.sync() } catch { throw MAMError.system("fsync \(url.path)", errno: error.rawValue) }
+        do {
+            try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
+            do { try file.sync() } catch { throw MAMError.system("fsync \(url.path)", errno: error.rawValue) }
+        } catch {
+            _ = ftruncate(fd, info.st_size)
+            _ = fsync(fd)
+            throw error
+        }
         try state.setAuditTail(tail)
     }
 

@@ -6,7 +6,8 @@ import Glibc
 ///
 /// A process killed between linking the temp file and renaming it over the target leaves it
 /// behind, with the new contents: plaintext, for a `decrypt`. The PID tells such a leftover
-/// (its writer is gone) from a rewrite under way, so a wipe can remove it (`isLeftOver`).
+/// (its writer is gone) from a rewrite under way, and NAME its target, so a wipe can remove
+/// the left-over of a file it wipes (`isLeftOver`, `target(of:)`).
 public enum WriterTemporaryName {
     static let marker = ".mamfs-tmp-p"
 
@@ -23,6 +24,15 @@ public enum WriterTemporaryName {
         guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0,
               rest.index(after: dash) < rest.endIndex else { return nil }
         return pid
+    }
+
+    /// The target's name in a name of this form, nil for any other name or when the target's
+    /// name was cut (80 characters or more: the full name cannot be told).
+    public static func target(of name: String) -> String? {
+        guard writer(of: name) != nil, let range = name.range(of: marker, options: .backwards) else { return nil }
+        let target = name[name.index(after: name.startIndex)..<range.lowerBound]
+        guard !target.isEmpty, target.count < 80 else { return nil }
+        return String(target)
     }
 
     /// True for a name of this form whose writer no longer runs (kill(pid, 0) answers ESRCH).

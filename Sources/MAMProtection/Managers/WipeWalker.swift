@@ -113,8 +113,9 @@ struct WipeRoot {
 /// device never blocks it. A mount point inside a root is not entered (another st_dev, or a
 /// path listed in /proc/self/mountinfo, which also catches bind mounts of the same
 /// filesystem); the walk notes it. The contents of every `.mamfs-provider/tmp` directory met are removed
-/// whoever owns them: they are provider temporaries that a crash may have left. So is every
-/// rewrite's temp file whose writer is gone (`WriterTemporaryName.isLeftOver`).
+/// whoever owns them: they are provider temporaries that a crash may have left. So is a
+/// rewrite's temp file whose writer is gone beside a file of the owner
+/// (`removeLeftOverTemporaries`).
 struct WipeWalker {
     let owner: String
     let progress: ((WipeProgress) -> Void)?
@@ -159,7 +160,9 @@ struct WipeWalker {
     /// `owner` is the owner of `directory` (its tag, else its nearest tagged ancestor's; nil for none).
     private mutating func walk(_ directory: Int32, path: String, kernelPath: String?, name directoryName: String,
                                device: dev_t, owner directoryOwner: String?) throws {
-        for entry in DirectoryEntries.names(of: directory) {
+        let entries = DirectoryEntries.names(of: directory)
+        removeLeftOverTemporaries(in: directory, path: path, entries: entries)
+        for entry in entries {
             let name = entry.bytes
             let child = PathName.appending(entry.text, to: path)
             let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
@@ -191,12 +194,6 @@ struct WipeWalker {
                 }
             case S_IFREG:
                 examined += 1
-                if WriterTemporaryName.isLeftOver(entry.text) {
-                    // A rewrite's temp file whose writer was killed before the rename (for a
-                    // decrypt, the plaintext): whoever's it is, it goes.
-                    if unlinkat(directory, name, 0) == 0 { report.removedTemporaries += 1 }
-                    continue
-                }
                 try wipeFile(in: directory, name: name, path: child, expected: st)
                 if examined % 200 == 0 { progress?(WipeProgress(examined: examined, removed: report.removedFiles)) }
             default:
@@ -226,6 +223,24 @@ struct WipeWalker {
         guard unlinkat(directory, name, 0) == 0 else { throw MAMError.fromErrno("remove \(path)") }
         report.removedFiles += 1
         removed?(path)
+    }
+
+    /// Removes the rewrite temp files in `directory` that a killed writer left
+    /// (`WriterTemporaryName.isLeftOver`) beside a target that is the owner's file: a decrypt
+    /// killed between its link and rename leaves the plaintext of a file this wipe removes.
+    /// Done before the walk removes the targets. A temp file beside no such target stays.
+    private mutating func removeLeftOverTemporaries(in directory: Int32, path: String, entries: [EntryName]) {
+        for entry in entries where WriterTemporaryName.isLeftOver(entry.text) {
+            guard let target = WriterTemporaryName.target(of: entry.text),
+                  let file = try? FileDescriptor.open(in: directory, target, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC),
+                  let st = try? file.stat(), (st.st_mode & S_IFMT) == S_IFREG,
+                  (try? ProtectedFileHeader.read(fd: file.rawValue))??.owner == owner else { continue }
+            var temp = stat()
+            guard fstatat(directory, entry.bytes, &temp, AT_SYMLINK_NOFOLLOW) == 0, (temp.st_mode & S_IFMT) == S_IFREG,
+                  unlinkat(directory, entry.bytes, 0) == 0 else { continue }
+            report.removedTemporaries += 1
+            removed?(PathName.appending(entry.text, to: path))
+        }
     }
 
     /// Removes the directory `name` in `directory` if it is still the one walked (`expected`)

@@ -1,4 +1,5 @@
 import Foundation
+import MAMSystem
 
 /// The SQLite state database of a state directory: registered accounts and their policies,
 /// wrapped account keys, known roots and a small key/value table.
@@ -35,8 +36,8 @@ public final class StateStore: Sendable {
     /// - Throws: `MAMError.fileNotFound("no mamfs state in DIR (run 'mamfs init')")` when
     ///   `create` is false and there is no database; `MAMError.cannotCreateOutput` when the
     ///   directory cannot be created; `MAMError.internalError` when the database was written by
-    ///   a newer mamfs (higher schema version); `MAMError.damagedDatabase` when it is damaged or
-    ///   not a SQLite database.
+    ///   a newer mamfs (higher schema version); `MAMError.damagedDatabase` when it is damaged,
+    ///   not a SQLite database, or (unless `create`) has no mamfs schema.
     public init(directory: StateDirectory, create: Bool) throws {
         if create {
             try directory.create()
@@ -44,8 +45,28 @@ public final class StateStore: Sendable {
             throw MAMError.fileNotFound("no mamfs state in \(directory.url.path) (run 'mamfs init')")
         }
         self.directory = directory
+        if !create { try Self.requireSchema(directory.databaseURL.path) }
         self.database = try SQLiteDatabase(path: directory.databaseURL.path, create: create)
-        try migrate()
+        try migrate(creating: create)
+    }
+
+    /// Refuses, before SQLite opens it (which would switch it to WAL mode, writing to it), a
+    /// file that cannot be a state: an empty one, or a SQLite database whose header has no
+    /// mamfs schema version (user_version 0, bytes 60-63) and no write-ahead log that could
+    /// hold a newer one. Anything else is left to SQLite and `migrate`.
+    private static func requireSchema(_ path: String) throws {
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC) else { return }
+        var header = [UInt8](repeating: 0, count: 100)
+        let fd = file.rawValue
+        guard let count = try? header.withUnsafeMutableBytes({ try FileIO.preadFully(fd, $0, at: 0) }) else { return }
+        let magic = Array("SQLite format 3".utf8) + [0]
+        let noSchema = count == 0
+            || (count == 100 && Array(header[0..<16]) == magic && header[60..<64].allSatisfy { $0 == 0 })
+        var wal = stat()
+        let walHolds = stat(path + "-wal", &wal) == 0 && wal.st_size > 0
+        if noSchema && !walHolds {
+            throw MAMError.damagedDatabase("\(path) is not a mamfs state database (it has no mamfs schema): restore it from a backup, or make a new state with 'mamfs init'")
+        }
     }
 
     /// Closes the connection; later calls throw `MAMError.internalError`.
@@ -371,11 +392,17 @@ public final class StateStore: Sendable {
         ("registered", "INTEGER NOT NULL DEFAULT 1"),
     ]
 
-    private func migrate() throws {
+    /// Brings the schema up to `schemaVersion`. Only `creating` (init) lays out a database
+    /// with no mamfs schema at all: any other opener would write mamfs' tables into a file that
+    /// is not a state (an empty file, another program's database).
+    private func migrate(creating: Bool) throws {
         if try userVersion() == Self.schemaVersion { return }
         try database.transaction {
             // Re-read under the write lock: another process may have migrated meanwhile.
             let version = try userVersion()
+            if version < 1 && !creating {
+                throw MAMError.damagedDatabase("\(directory.databaseURL.path) is not a mamfs state database (it has no mamfs schema): restore it from a backup, or make a new state with 'mamfs init'")
+            }
             if version > Self.schemaVersion {
                 throw MAMError.internalError("state database \(directory.databaseURL.path) has schema version \(version); this mamfs reads up to \(Self.schemaVersion)")
             }
