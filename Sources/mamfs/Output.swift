@@ -93,10 +93,10 @@ enum Output {
     /// DEL) or `\u{HHHH}` (C1, Cf); a backslash stays as it is. For text meant for
     /// a terminal; `--json` output keeps the exact text.
     static func printable(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        guard text.unicodeScalars.contains(where: InputQuote.isInvisible) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {
-            guard isControl(scalar) else { result.unicodeScalars.append(scalar); continue }
+            guard InputQuote.isInvisible(scalar) else { result.unicodeScalars.append(scalar); continue }
             switch scalar {
             case "\n": result += "\\n"
             case "\t": result += "\\t"
@@ -107,10 +107,6 @@ enum Output {
             }
         }
         return result
-    }
-
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.generalCategory == .format
     }
 
     /// Formats rows as left-aligned columns separated by two spaces (the last column unpadded),

@@ -82,10 +82,7 @@ public struct AccountIdentity: Hashable, Sendable, CustomStringConvertible {
     public static func isUPN(_ name: String) -> Bool {
         let trimmed = name.trimmingWhitespace()
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
-        let printable = trimmed.unicodeScalars.allSatisfy { scalar in
-            !(scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.isWhitespace
-              || scalar.properties.generalCategory == .format)
-        }
+        let printable = trimmed.unicodeScalars.allSatisfy { !InputQuote.isInvisible($0) && !$0.properties.isWhitespace }
         return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && printable
     }
 }

@@ -85,10 +85,7 @@ public final class AuditLog: @unchecked Sendable {
     public func flush() {
         lock.lock()
         defer { lock.unlock() }
-        let due = bursts.values.compactMap { burst in burst.first.map { ($0.event, $0.date, burst.count) } }
-            .sorted { $0.1 < $1.1 }
-        bursts.removeAll()
-        writeLocked(due)
+        writeLocked(takeAllBursts())
     }
 
     /// Writes `events` at once, with every pending burst count before them, and returns only
@@ -103,9 +100,7 @@ public final class AuditLog: @unchecked Sendable {
         guard !events.isEmpty else { return }
         lock.lock()
         defer { lock.unlock() }
-        var due = bursts.values.compactMap { burst in burst.first.map { ($0.event, $0.date, burst.count) } }
-            .sorted { $0.1 < $1.1 }
-        bursts.removeAll()
+        var due = takeAllBursts()
         let now = clock()
         var groups: [(AuditEvent, Date, Int64)] = []
         var index: [AuditEvent.BurstKey: Int] = [:]
@@ -119,6 +114,14 @@ public final class AuditLog: @unchecked Sendable {
         }
         due += groups
         try append(due)
+    }
+
+    /// Removes every burst; returns their pending records, oldest first.
+    private func takeAllBursts() -> [(AuditEvent, Date, Int64)] {
+        let due = bursts.values.compactMap { burst in burst.first.map { ($0.event, $0.date, burst.count) } }
+            .sorted { $0.1 < $1.1 }
+        bursts.removeAll()
+        return due
     }
 
     /// Removes the bursts whose window has closed at `now`; returns their pending records.

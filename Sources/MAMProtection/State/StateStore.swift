@@ -50,6 +50,11 @@ public final class StateStore: Sendable {
         try migrate(creating: create)
     }
 
+    /// The error for a database at `path` that is not a state (no mamfs schema).
+    private static func notAState(_ path: String) -> MAMError {
+        .damagedDatabase("\(path) is not a mamfs state database (it has no mamfs schema): restore it from a backup, or make a new state with 'mamfs init'")
+    }
+
     /// Refuses, before SQLite opens it (which would switch it to WAL mode, writing to it), a
     /// file that cannot be a state: an empty one, or a SQLite database whose header has no
     /// mamfs schema version (user_version 0, bytes 60-63) and no write-ahead log that could
@@ -65,7 +70,7 @@ public final class StateStore: Sendable {
         var wal = stat()
         let walHolds = stat(path + "-wal", &wal) == 0 && wal.st_size > 0
         if noSchema && !walHolds {
-            throw MAMError.damagedDatabase("\(path) is not a mamfs state database (it has no mamfs schema): restore it from a backup, or make a new state with 'mamfs init'")
+            throw Self.notAState(path)
         }
     }
 
@@ -401,7 +406,7 @@ public final class StateStore: Sendable {
             // Re-read under the write lock: another process may have migrated meanwhile.
             let version = try userVersion()
             if version < 1 && !creating {
-                throw MAMError.damagedDatabase("\(directory.databaseURL.path) is not a mamfs state database (it has no mamfs schema): restore it from a backup, or make a new state with 'mamfs init'")
+                throw Self.notAState(directory.databaseURL.path)
             }
             if version > Self.schemaVersion {
                 throw MAMError.internalError("state database \(directory.databaseURL.path) has schema version \(version); this mamfs reads up to \(Self.schemaVersion)")

@@ -4,6 +4,18 @@ public enum InputQuote {
     /// Characters of input an error message quotes before cutting it off with "…".
     public static let limit = 64
 
+    /// True for a control character: C0 (below U+0020), DEL, C1 (U+0080-U+009F).
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// True for a character that changes what a terminal shows without showing itself: a
+    /// control character, or an invisible format character (Unicode category Cf: bidi
+    /// overrides, zero-width ones).
+    public static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+        isControl(scalar) || scalar.properties.generalCategory == .format
+    }
+
     /// `text` for an error message: newlines and other control characters (C0, DEL, C1) shown as spaces,
     /// cut to `limit` characters followed by "…" when longer.
     public static func short(_ text: String, limit: Int = InputQuote.limit) -> String {
@@ -11,7 +23,7 @@ public enum InputQuote {
         var count = 0
         for character in text {
             if count == limit { return result + "…" }
-            let isControl = character.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
+            let isControl = character.unicodeScalars.contains(where: Self.isControl)
             result.append(isControl ? " " : character)
             count += 1
         }
