@@ -15,7 +15,9 @@ public enum MountDaemon {
     /// Mounts `options.backingDirectory` on `options.mountpoint` (libfuse3 lowlevel API,
     /// multithreaded loop). Without `foreground` it closes `context`'s state connection, forks
     /// a daemon before any thread or FUSE session exists and returns 0 once the mount is in place; with `foreground` it returns
-    /// when the filesystem is unmounted (SIGTERM, SIGINT, SIGHUP or `mamfs unmount`).
+    /// when the filesystem is unmounted (SIGTERM, SIGINT, SIGHUP or `mamfs unmount`). Another
+    /// `mamfs mount` of the same mountpoint that is between its check and its mount makes this
+    /// one wait for it (`MountpointLock`), and then refuses it as already mounted.
     /// - Returns: the process exit code (`.ok` once mounted, or when a foreground mount ended
     ///   cleanly; `.failure` when its FUSE session ended with an error).
     /// - Parameter events: told when a dead mount was removed (`force`), when the request was
@@ -27,11 +29,16 @@ public enum MountDaemon {
     ///   already on the mountpoint, or a dead one without `force`.
     public static func run(options: MountOptions, context: ProtectionContext, events: MountEvents = MountEvents()) throws -> ExitCode {
         var options = options
+        // Held from the check that nothing is mounted until the mount answers: a second mount
+        // of this mountpoint started meanwhile waits, then finds this one (`MountpointLock`).
+        let lock = MountpointLock(options.mountpoint)
+        defer { lock?.release() }
         let plan = try prepare(&options, context: context, events: events)
         events.prepared(options)
         if options.foreground {
             try redirectStderr(to: options.logFile)
             return try serve(options: options, plan: plan, context: context, installSignalHandlers: true) { _ in
+                lock?.release()
                 events.started(MountEvents.Started(pid: getpid(), backingDirectory: plan.rootPath, mountpoint: plan.mountpoint))
             }
         }
@@ -55,6 +62,7 @@ public enum MountDaemon {
         close(fds[1])
         let message = readToEnd(fds[0])
         close(fds[0])
+        lock?.release()
         if message.first == UInt8(ascii: "0") {
             events.started(MountEvents.Started(pid: pid, backingDirectory: plan.rootPath, mountpoint: plan.mountpoint))
             return .ok

@@ -34,7 +34,8 @@ enum DiagnoseCommands {
         } else {
             var lines: [String] = []
             render(report.tree, indent: "", into: &lines)
-            Output.out(lines.joined(separator: "\n") + "\n")
+            // Each line escaped (`Output.printable`): a path or UPN in the report cannot break it.
+            Output.out(lines.map(Output.printable).joined(separator: "\n") + "\n")
         }
         return ExitCode.ok
     }

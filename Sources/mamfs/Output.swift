@@ -27,9 +27,12 @@ enum Output {
         write(Data(text.utf8), to: STDOUT_FILENO)
     }
 
-    /// Writes `text` and a newline to stdout.
+    /// Writes `text`, one line of human-readable text, and a newline to stdout. Its control
+    /// and invisible format characters are written as escapes (`printable`): a file name, UPN
+    /// or policy value in it cannot break the line or drive the terminal. Exact values are in
+    /// the `--json` output.
     static func line(_ text: String = "") {
-        out(text + "\n")
+        out(printable(text) + "\n")
     }
 
     /// Writes raw bytes to stdout.
@@ -37,9 +40,10 @@ enum Output {
         write(data, to: STDOUT_FILENO)
     }
 
-    /// Writes `text` and a newline to stderr.
+    /// Writes `text`, one line (an error, a note), and a newline to stderr, escaped as `line`
+    /// escapes it.
     static func error(_ text: String) {
-        write(Data((text + "\n").utf8), to: STDERR_FILENO)
+        write(Data((printable(text) + "\n").utf8), to: STDERR_FILENO)
     }
 
     /// Writes `text` (no newline added) to stderr.
@@ -88,25 +92,10 @@ enum Output {
         }
     }
 
-    /// `text` with its control characters (C0, DEL, C1) and invisible format characters (bidi
-    /// overrides, zero-width ones: Cf) written as escapes: `\n`, `\t`, `\r`, else `\xHH` (C0,
-    /// DEL) or `\u{HHHH}` (C1, Cf); a backslash stays as it is. For text meant for
-    /// a terminal; `--json` output keeps the exact text.
+    /// `text` with its control and invisible format characters written as escapes
+    /// (`InputQuote.escaped`). For text meant for a terminal; `--json` output keeps the exact text.
     static func printable(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: InputQuote.isInvisible) else { return text }
-        var result = ""
-        for scalar in text.unicodeScalars {
-            guard InputQuote.isInvisible(scalar) else { result.unicodeScalars.append(scalar); continue }
-            switch scalar {
-            case "\n": result += "\\n"
-            case "\t": result += "\\t"
-            case "\r": result += "\\r"
-            default:
-                let hex = String(scalar.value, radix: 16)
-                result += scalar.value <= 0x7F ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "}"
-            }
-        }
-        return result
+        InputQuote.escaped(text)
     }
 
     /// Formats rows as left-aligned columns separated by two spaces (the last column unpadded),

@@ -47,7 +47,8 @@ final class ProgressLine {
 
     private func draw(_ text: String) {
         drawn = true
-        var line = prefix + text
+        // A file name cannot move the cursor or end the line (`Output.printable`).
+        var line = Output.printable(prefix + text)
         // A line longer than the terminal wraps, and "\r" would then redraw only its last row.
         let width = Self.terminalWidth()
         if line.count >= width { line = String(line.prefix(max(1, width - 1))) }

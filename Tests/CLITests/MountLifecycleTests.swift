@@ -80,6 +80,36 @@ struct MountLifecycleTests {
         #expect(FuseMounts.daemonPIDs(serving: m.mountpoint) == [first])
     }
 
+    @Test("two mounts of one mountpoint started at once: one mounts, the other waits for it and is refused (64); one mount, one daemon",
+          .enabled(if: fuseUsable))
+    func concurrentMountsOfOneMountpoint() throws {
+        let m = try Mounting()
+        let otherBacking = m.sandbox.path("other-backing")
+        try FileManager.default.createDirectory(atPath: otherBacking, withIntermediateDirectories: true)
+        var environment = m.sandbox.environment
+        environment["MAMFS"] = MamfsBinary.path
+        let script = """
+        "$MAMFS" mount "$1" "$3" --account "$4" --state "$5" 2>"$6/a.err" & a=$!
+        "$MAMFS" mount "$2" "$3" --account "$4" --state "$5" 2>"$6/b.err" & b=$!
+        wait $a; ra=$?; wait $b; rb=$?; echo "$ra $rb"; cat "$6/a.err" "$6/b.err"
+        """
+        // Several rounds: without the lock both commands passed the check in most of them.
+        for round in 0..<4 {
+            let result = try runProcess("/bin/bash", ["-c", script, "-", m.backing, otherBacking, m.mountpoint, Fixtures.upn,
+                                                      m.sandbox.state, m.sandbox.root], environment: environment)
+            let lines = result.out.split(separator: "\n").map(String.init)
+            #expect(["0 64", "64 0"].contains(lines.first ?? ""), "round \(round): \(result.out)")
+            #expect(lines.dropFirst().count == 1 && lines.last?.contains(": already mounted (a mamfs mount of ") == true,
+                    "round \(round): \(result.out)")
+            #expect(m.mountEntries.count == 1, "round \(round): \(m.mountEntries.count) mounts")
+            #expect(FuseMounts.daemonPIDs(serving: m.mountpoint).count == 1, "round \(round)")
+            let unmount = try m.run(["unmount", m.mountpoint])
+            #expect(unmount.status == 0, "round \(round): \(unmount.err)")
+            #expect(m.mountEntries.isEmpty, "round \(round): left \(m.mountEntries.count) mounts")
+            if !m.mountEntries.isEmpty { FuseMounts.tearDown(m.mountpoint) }
+        }
+    }
+
     @Test("a dead mount (daemon killed with SIGKILL): mount refuses it (64) naming the cure, unmount removes it (0), mount --force removes it and mounts",
           .enabled(if: fuseUsable))
     func deadMount() throws {

@@ -188,6 +188,43 @@ struct SecurityInputTests {
         #expect(shown.out.contains("invoice\\u{202e}fdp.exe"), "\(shown.out)")
     }
 
+    /// Lines outside tables printed names and values raw: a file name with an escape sequence
+    /// or a newline drove the terminal or forged a line.
+    @Test("lines for people escape control characters of names and values (verify-protect, can-receive, wipe -v, config get's listing); --json keeps them")
+    func linesEscapeControlCharacters() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let root = sandbox.path("root")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let name = "a\u{1b}[2Jb\nc\u{202e}d.txt"
+        let escaped = "a\\x1b[2Jb\\nc\\u{202e}d.txt"
+        let file = root + "/" + name
+        try Data("x\n".utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try sandbox.run(["encrypt", file, "--account", Fixtures.account]).status == 0)
+        let shownPath = root + "/" + escaped
+
+        let verify = try sandbox.run(["verify-protect", file, "--account", Fixtures.account])
+        #expect(verify.status == 0, "\(verify.err)")
+        #expect(verify.out == "\(shownPath): protected for \(Fixtures.account)\n")
+        let receive = try sandbox.run(["can-receive", file, "--account", Fixtures.account])
+        #expect(receive.status == 0, "\(receive.err)")
+        #expect(receive.out.hasPrefix("\(shownPath): \(Fixtures.account) may receive it (owner "), "\(receive.out)")
+        #expect(receive.out.split(separator: "\n").count == 1, "\(receive.out)")
+
+        let policy = try sandbox.write("p.json", #"{"appConfig": {"motd": "hello\n\u001b]0;owned\u0007"}}"#)
+        #expect(try sandbox.run(["policy", "set", Fixtures.account, policy]).status == 0)
+        let listing = try sandbox.run(["config", "get", Fixtures.account])
+        #expect(listing.out == "motd=hello\\n\\x1b]0;owned\\x07\n", "\(listing.out)")
+        let exact = try JSONSerialization.jsonObject(with: try sandbox.run(["config", "get", Fixtures.account, "--json"]).stdout)
+        #expect((exact as? [String: String])?["motd"] == "hello\n\u{1b}]0;owned\u{7}")
+
+        let wipe = try sandbox.run(["-v", "wipe", Fixtures.account, "--root", root])
+        #expect(wipe.status == 0, "\(wipe.err)")
+        #expect(wipe.out.contains("removed \(shownPath)\n"), "\(wipe.out)")
+        #expect(!wipe.out.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x202e }, "\(wipe.out)")
+        #expect(!FileManager.default.fileExists(atPath: file))
+    }
+
     /// A state.db replaced by another program's database or an empty file was taken as a new
     /// state: mamfs wrote its tables into it, then failed with an internal error (70).
     @Test("a state.db that is another program's SQLite database, or empty, is refused (65) and left as it was")

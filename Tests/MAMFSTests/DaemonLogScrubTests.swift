@@ -3,7 +3,7 @@ import Glibc
 import MAMProtection
 import Testing
 
-@Suite("The daemon's log leaves out the scrub list's values")
+@Suite("The daemon's log leaves out the scrub list's values and escapes control characters")
 struct DaemonLogScrubTests {
     /// Flips one byte of the first block's ciphertext of the backing file `name`, so a read of
     /// it fails authentication and the daemon logs the backing path.
@@ -40,6 +40,24 @@ struct DaemonLogScrubTests {
             let newLines = String(decoding: Array(logAfter.utf8).dropFirst(lengthBefore), as: UTF8.self)
             #expect(newLines.contains(Scrubber.placeholder + "/g:"), "new log lines: \(newLines)")
             #expect(!newLines.contains(m.backing), "new log lines: \(newLines)")
+        }
+    }
+
+    /// A backing file's name went into the log raw: a newline in it forged a log line, an
+    /// escape sequence drove the terminal of a daemon run with -f.
+    @Test("A file name with a newline and an escape sequence is logged escaped, on one line")
+    func controlCharactersEscaped() throws {
+        try withMount(.managed) { m in
+            guard m.logsToFile else { return }
+            let name = "n\nmamfs: forged\u{1b}[2J"
+            #expect(try m.sh("head -c 8192 /dev/urandom > \"$(printf 'n\\nmamfs: forged\\033[2J')\" && sync").status == 0)
+            try Self.tamper(m, name)
+            let read = try m.sh("echo 3 > /proc/sys/vm/drop_caches; cat n* > /dev/null 2>&1; echo $?")
+            #expect(read.out == "1\n", "\(read.err)")
+            let log = try String(contentsOfFile: m.log, encoding: .utf8)
+            #expect(log.contains(m.backing + "/n\\nmamfs: forged\\x1b[2J: "), "log: \(log)")
+            #expect(!log.contains("\nmamfs: forged"), "log: \(log)")
+            #expect(!log.unicodeScalars.contains { $0.value == 0x1b }, "log: \(log)")
         }
     }
 }

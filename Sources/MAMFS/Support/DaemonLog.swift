@@ -35,9 +35,10 @@ final class DaemonLog: Sendable {
         write(heldBack == 0 ? message : "\(message) (\(heldBack) more like it since the last one were not logged)")
     }
 
-    /// Writes one line: `message` with the scrub values replaced.
+    /// Writes one line: `message` with the scrub values replaced and its control and invisible
+    /// characters escaped (`InputQuote.escaped`): a backing file's name cannot forge a line.
     func write(_ message: String) {
         let scrubber = scrubber.withLock { $0 }
-        mamfs_log_line("mamfs: \(scrubber.values.isEmpty ? message : scrubber.scrub(message))\n")
+        mamfs_log_line("mamfs: \(InputQuote.escaped(scrubber.values.isEmpty ? message : scrubber.scrub(message)))\n")
     }
 }

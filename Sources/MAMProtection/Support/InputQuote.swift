@@ -29,4 +29,25 @@ public enum InputQuote {
         }
         return result
     }
+
+    /// `text` with its control characters (C0, DEL, C1) and invisible format characters (bidi
+    /// overrides, zero-width ones: Cf) written as escapes: `\n`, `\t`, `\r`, else `\xHH` (C0,
+    /// DEL) or `\u{HHHH}` (C1, Cf); a backslash stays as it is. What a line for a terminal or
+    /// a log is made of, so a file name or UPN in it cannot end the line or drive the terminal.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: InputQuote.isInvisible) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            guard InputQuote.isInvisible(scalar) else { result.unicodeScalars.append(scalar); continue }
+            switch scalar {
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case "\r": result += "\\r"
+            default:
+                let hex = String(scalar.value, radix: 16)
+                result += scalar.value <= 0x7F ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "}"
+            }
+        }
+        return result
+    }
 }
