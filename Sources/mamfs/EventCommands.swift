@@ -50,7 +50,8 @@ enum EventCommands {
                 throw CommandFailure(subject: nil, message: "the session bus went away", exitCode: .unavailable)
             }
             guard let message, let received = ReceivedSignal(message) else { continue }
-            Output.out(json ? try JSON.line(object(received)) : line(received) + "\n")
+            // Any program on the bus may send such a signal: its text is escaped for the terminal.
+            Output.out(json ? try JSON.line(object(received)) : Output.printable(line(received)) + "\n")
             printed += 1
             if let limit, printed >= limit { break }
         }

@@ -187,6 +187,28 @@ struct NotificationTests {
         #expect(verbose.err == "mamfs: policy set: no session bus (DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist): D-Bus signals are not published\n", "\(verbose.err)")
     }
 
+    /// Any program on the session bus can send the interface's signals; their text went to
+    /// the terminal raw.
+    @Test("mamfs events writes control characters a sender put in a signal's text as escapes; --json keeps them")
+    func forgedSignalEscaped() throws {
+        let bus = try SessionBus()
+        defer { bus.stop() }
+        for json in [false, true] {
+            let events = try Self.listen(bus, json ? ["--json"] : [])
+            defer { events.stop() }
+            let sent = try runProcess("/usr/bin/dbus-send", ["--bus=" + bus.address, "--type=signal", "/org/mamfs/Mamfs1",
+                                                            "org.mamfs.Mamfs1.Enrolled", "string:acc", "string:u\u{1b}]0;owned\u{7}",
+                                                            "uint32:100", "string:"], environment: testEnvironment())
+            #expect(sent.status == 0, "\(sent.err)")
+            #expect(events.wait { $0.out.hasSuffix("\n") }, "\(events.out)")
+            if json {
+                #expect(try Self.jsonLines(events.out).first?["upn"] as? String == "u\u{1b}]0;owned\u{7}")
+            } else {
+                #expect(events.out == "Enrolled accountId=acc upn=u\\x1b]0;owned\\x07 status=NewPoliciesReceived(100)\n")
+            }
+        }
+    }
+
     @Test("mamfs events prints the human form and stops at SIGTERM with status 0")
     func humanFormAndSignal() throws {
         let bus = try SessionBus()
