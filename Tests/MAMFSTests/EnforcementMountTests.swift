@@ -249,6 +249,42 @@ struct EnforcementLocationTests {
         #expect(try EnforcementMountTests.records(m).map(\.action) == ["open-read", "open-readwrite", "open-read"])
     }
 
+    @Test("block on a non-replicated mount: a placeholder of a work file is decided by the file it becomes; unmanaged cat and truncate are EACCES, the managed cat reads it")
+    func placeholderDecidedByItsContent() throws {
+        let p = try ProviderMount("non-replicated")
+        defer { p.close() }
+        let bin = EnforcementMountTests.realPath(p.base) + "/bin/"
+        let policy = p.base + "/enforcing.json"
+        try Data("""
+        {"fileEncryptionRequired": true, "fileProviderEncryptFiles": true, "managedApps": [{"path": "\(bin)"}],
+         "sendData": "managedApps", "protectionLevel": "block"}
+        """.utf8).write(to: URL(fileURLWithPath: policy))
+        let setup = try p.sh(#"mkdir -p "$BASE/bin" && cp "$(command -v cat)" "$BASE/bin/""#)
+        #expect(setup.status == 0, "\(setup.err)")
+        try p.mamfs(["policy", "set", ProviderMount.account, policy])
+        usleep(300_000)
+        let names = p.someRemoteFiles(3)
+        try #require(names.count == 3)
+        // Both are placeholders: nothing of them is stored yet.
+        #expect(names.allSatisfy { p.files(under: p.backing)[$0] == 0 })
+        let denied = try p.sh("cat \(shellQuote(p.mountpoint + "/" + names[0])) > /dev/null; echo \"cat=$?\"")
+        #expect(denied.out == "cat=1\n" && denied.err.contains("Permission denied"), "\(denied.out) \(denied.err)")
+        // What was downloaded for the decision is stored as work data, never plaintext.
+        #expect(try p.backingHeader(names[0])?.owner == ProviderMount.account)
+        let allowed = try p.sh("\"$BASE/bin/cat\" \(shellQuote(p.mountpoint + "/" + names[1])) | cmp - \(shellQuote(p.remote + "/" + names[1]))")
+        #expect(allowed.status == 0, "\(allowed.out) \(allowed.err)")
+        // truncate(2) by name is an open for writing, decided on the file the placeholder becomes.
+        let truncated = try p.sh("truncate -s 0 \(shellQuote(p.mountpoint + "/" + names[2])); echo \"truncate=$?\"")
+        #expect(truncated.out == "truncate=1\n" && truncated.err.contains("Permission denied"), "\(truncated.out) \(truncated.err)")
+        let kept = try p.sh("\"$BASE/bin/cat\" \(shellQuote(p.mountpoint + "/" + names[2])) | cmp - \(shellQuote(p.remote + "/" + names[2]))")
+        #expect(kept.status == 0, "\(kept.out) \(kept.err)")
+        p.close()
+        let records = try EnforcementMountTests.records(state: p.state)
+        #expect(records.map(\.action) == ["open-read", "open-write"] && records.allSatisfy { $0.rule == "sendData=managedApps" }
+                && records.allSatisfy { $0.owner == ProviderMount.account && $0.decision == "denied" },
+                "\(records.map { "\($0.action) \($0.rule) \($0.owner) \($0.path)" })")
+    }
+
     @Test("a provider mount is its --location: a work file saved into a SharePoint mount missing from saveToLocations is refused")
     func providerMountLocation() throws {
         let p = try ProviderMount("non-replicated", location: "SharePoint")

@@ -17,7 +17,8 @@ enum Operation {
     case removeEntry
     /// rename (once for each directory).
     case rename
-    case open(flags: Int32)
+    /// open(2) with `flags`, of the file whose owner is `owner`.
+    case open(flags: Int32, owner: OwnerToDecide)
     case read
     case write
     case sync
@@ -32,6 +33,17 @@ enum Operation {
     case moveEntry(name: UnsafePointer<CChar>, into: Inode, newName: UnsafePointer<CChar>)
     /// The object is to get the new link `name` in `into`.
     case linkInto(Inode, name: UnsafePointer<CChar>)
+}
+
+/// The owner an open is decided for.
+enum OwnerToDecide {
+    /// The owner tag of the header the handle is opened on (nil: untagged), read under the
+    /// entry's exclusive content lock: the decision and the handle see the same file (a
+    /// placeholder is decided by the file it became, a file rewritten behind the mount by its
+    /// new header).
+    case tag(String?)
+    /// Not read yet (truncate(2) by name): the decision reads the header.
+    case unread
 }
 
 /// What admission hands back to the request: for a create or an O_TRUNC open, the owner the

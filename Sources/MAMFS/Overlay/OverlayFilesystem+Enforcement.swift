@@ -10,7 +10,7 @@ extension CallerExecutable: ExecutableIdentity {}
 ///
 /// | request | question |
 /// |---|---|
-/// | open of an existing file | `.open(reading:writing:)` with the file's owner; the location of its mount path |
+/// | open of an existing file | `.open(reading:writing:)` with the owner of the header the handle is opened on (a placeholder's once materialized); the location of its mount path |
 /// | open with O_TRUNC | a work file: `.open(reading: false, writing: true)`; otherwise `.create` (new owner by the writer) and, for a work owner, `.save` |
 /// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
 /// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
@@ -26,9 +26,14 @@ extension OverlayFilesystem {
     func decideAccess(_ operation: Operation, on inode: Inode, by caller: Caller) throws -> Admission {
         let asker = Asker(executable: callers.executable(of: caller.pid), caller: caller)
         switch operation {
-        case .open(let flags):
+        case .open(let flags, let known):
             guard inode.isRegular else { return .unchanged }
-            return try decideOpen(inode, flags: flags, asker)
+            let owner: String?
+            switch known {
+            case .tag(let tag): owner = tag
+            case .unread: owner = try ownerTag(of: inode)
+            }
+            return try decideOpen(inode, flags: flags, owner: owner, asker)
         case .createFile(let name):
             let inherited = try inheritedOwner(of: inode)
             return try decideNewContent(inheritedOwner: inherited, path: try self.mountPath(inode, name), asker)
@@ -102,8 +107,7 @@ extension OverlayFilesystem {
     /// open: a work file is opened (sendData); a personal one by a managed app for reading is
     /// received (receiveData, openFromLocations). With O_TRUNC the content is new: a work file
     /// keeps its owner once it may be written; any other gets the writer's owner.
-    private func decideOpen(_ inode: Inode, flags: Int32, _ asker: Asker) throws -> Admission {
-        let owner = try ownerTag(of: inode)
+    private func decideOpen(_ inode: Inode, flags: Int32, owner: String?, _ asker: Asker) throws -> Admission {
         let writing = flags & O_ACCMODE != O_RDONLY
         // The rules ask a work file's open nothing of its location (only a personal file's
         // receive does), so its mount path is worked out only for a record.

@@ -70,9 +70,8 @@ extension OverlayFilesystem {
     private func openExisting(_ dir: Inode, _ name: UnsafePointer<CChar>, flags: Int32, caller: Caller) throws -> CreatedFile {
         let (inode, _) = try lookupEntry(parent: dir, name: name)
         do {
-            let admission = try admit(.open(flags: flags), on: inode, by: caller)
             try hooks.materializeIfPlaceholder(inode, in: self)
-            let handle = try openHandle(inode, flags: flags, newOwner: admission.newOwner)
+            let handle = try openHandle(inode, flags: flags, by: caller)
             return CreatedFile(entry: try entryOfOpen(handle), handle: handle, made: nil)
         } catch {
             table.forget(inode.nodeid, count: 1)
@@ -118,16 +117,16 @@ extension OverlayFilesystem {
         created.made?.remove()
     }
 
-    /// Opens `nodeid` with the open(2) `flags` (a placeholder is materialized first).
+    /// Opens `nodeid` with the open(2) `flags` (a placeholder is materialized first, so that
+    /// admission decides on the file it becomes).
     /// - Throws: EISDIR/EINVAL for a non-file, EACCES when the key is gone or the session
-    ///   lock withholds it, EIO for a tampered header, the backing open's errno.
+    ///   lock withholds it or admission denies, EIO for a tampered header, the backing open's errno.
     func open(_ nodeid: UInt64, flags: Int32, caller: Caller) throws -> OpenFile {
         refresh(force: true)
         guard let inode = table.inode(nodeid) else { throw FilesystemError(code: ESTALE) }
         try requireCurrent(inode)
-        let admission = try admit(.open(flags: flags), on: inode, by: caller)
         try hooks.materializeIfPlaceholder(inode, in: self)
-        let handle = try openHandle(inode, flags: flags, newOwner: admission.newOwner)
+        let handle = try openHandle(inode, flags: flags, by: caller)
         if flags & O_TRUNC != 0 {
             do { try clearSetIDBits(fd: handle.fd, nodeid: nodeid, for: caller) } catch {
                 abandon(handle)
@@ -156,10 +155,11 @@ extension OverlayFilesystem {
         !options.pageCache && flags & O_ACCMODE == O_RDONLY
     }
 
-    /// Opens a handle on `inode`; with O_TRUNC the content starts again, owned by `newOwner`
-    /// when admission decided one (else a tagged file keeps its owner, an untagged one gets
-    /// the inherited owner).
-    func openHandle(_ inode: Inode, flags: Int32, newOwner: String? = nil) throws -> OpenFile {
+    /// Opens a handle on `inode` for `caller`, admitted (`.open`) on the owner of the header
+    /// the handle is opened on, read under the entry's exclusive content lock; with O_TRUNC the
+    /// content starts again, owned by the owner admission decided (else a tagged file keeps
+    /// its owner, an untagged one gets the inherited owner).
+    func openHandle(_ inode: Inode, flags: Int32, by caller: Caller) throws -> OpenFile {
         guard inode.isRegular else { throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL) }
         let writable = flags & O_ACCMODE != O_RDONLY
         // Linux truncates on O_RDONLY|O_TRUNC too (the kernel has checked write permission).
@@ -169,7 +169,7 @@ extension OverlayFilesystem {
         while true {
             let file = try reopenBacking(inode, (writable || truncating ? O_RDWR : O_RDONLY) | passed | O_CLOEXEC,
                                          noAccessTime: flags & O_ACCMODE == O_WRONLY)
-            if let handle = try openHandle(inode, file: file, flags: flags, newOwner: newOwner) { return handle }
+            if let handle = try openHandle(inode, file: file, flags: flags, caller: caller) { return handle }
             // The entry was moved to another file between the reopen and the content lock.
             attempts += 1
             if attempts == 3 { throw FilesystemError(code: ESTALE) }
@@ -195,7 +195,7 @@ extension OverlayFilesystem {
     /// `openHandle`'s work on `file`, a descriptor opened on the entry's file; nil (nothing
     /// counted, `file` closed) when the entry is on another file by the time its content lock
     /// is taken: a handle must not be counted on one file while its entry reads another's header.
-    private func openHandle(_ inode: Inode, file: consuming FileDescriptor, flags: Int32, newOwner: String?) throws -> OpenFile? {
+    private func openHandle(_ inode: Inode, file: consuming FileDescriptor, flags: Int32, caller: Caller) throws -> OpenFile? {
         let writable = flags & O_ACCMODE != O_RDONLY
         let truncating = flags & O_TRUNC != 0
         let fd = file.rawValue
@@ -216,6 +216,8 @@ extension OverlayFilesystem {
                 var header = try ProtectedFileHeader.read(fd: fd)
                 inode.sawHeader(at: st.st_ctim, rewritten: inode.openCount > 0 && inode.contentState.isKnown(other: header))
                 recordHeader(header, of: inode, fd: fd, stamp: st.st_ctim)
+                // Decided before the key is unwrapped or anything truncated.
+                let newOwner = try admit(.open(flags: flags, owner: .tag(header?.owner)), on: inode, by: caller).newOwner
                 try requireNotWithheld(owner: header?.owner)
                 var key = try fileKey(inode, header: header)
                 if truncating {

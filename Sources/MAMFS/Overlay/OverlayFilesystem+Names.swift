@@ -53,14 +53,16 @@ extension OverlayFilesystem {
             throw FilesystemError(code: inode.isDirectory ? EISDIR : EINVAL)
         }
         // truncate(2) by name changes the content as an open for writing would: admitted the
-        // same way (a handle was admitted when it was opened).
-        if handle == nil { try admit(.open(flags: O_WRONLY), on: inode, by: caller) }
+        // same way, on the file a placeholder becomes (a handle was admitted when it was opened).
+        if handle == nil {
+            try hooks.materializeIfPlaceholder(inode, in: self)
+            try admit(.open(flags: O_WRONLY, owner: .unread), on: inode, by: caller)
+        }
         // Through a handle opened before its owner was wiped: EACCES, as for its reads and
         // writes (the entry may still hold the file key), before anything changes.
         if let handle { try requireOwnerNotWiped(handle) }
         try applyMetadata(inode, handle, changes)
         try clearSetIDBits(fd: handle?.fd ?? inode.fd, nodeid: nodeid, for: caller)
-        if handle == nil { try hooks.materializeIfPlaceholder(inode, in: self) }
         try truncate(inode, to: size, handle: handle)
         if handle == nil { hooks.fileChanged(inode, in: self, wait: false) }
         return try attributes(inode, hideWiped: false)
