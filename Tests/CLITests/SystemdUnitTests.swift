@@ -129,7 +129,8 @@ struct SystemdUnitTests {
 
         let original = try sandbox.read(Fixtures.gpl3)
         try original.write(to: URL(fileURLWithPath: mountpoint + "/GPL-3"))
-        #expect(try sandbox.read(mountpoint + "/GPL-3") == original)
+        let written = FileManager.default.contents(atPath: mountpoint + "/GPL-3")
+        #expect(written == original, "read back through the mount (\(written?.count ?? -1) bytes; errno \(errno)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         let info = try jsonArray(try sandbox.run(["info", "--json", backing + "/GPL-3"]))
         #expect(info.first?["owner"] as? String == Fixtures.account, "new files belong to ACCOUNT")
         #expect(info.first?["encrypted"] as? Bool == true)
@@ -141,7 +142,13 @@ struct SystemdUnitTests {
         let daemon = try Self.startMainProcess(start, environment: environment, mountpoint: mountpoint, stderr: sandbox.path("start-2.err"))
         defer { if daemon.isRunning { daemon.terminate() } }
         #expect(daemon.isRunning, "the restarted main process runs")
-        #expect(try sandbox.read(mountpoint + "/GPL-3") == original, "the file reads through the new mount")
+        let said2 = { ((try? String(contentsOfFile: sandbox.path("start-2.err"), encoding: .utf8)) ?? "")
+            + ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "") }
+        var st = stat()
+        try #require(FuseMounts.isMounted(mountpoint) && stat(mountpoint, &st) == 0,
+                     "the restarted main process mounted \(mountpoint): \(said2())")
+        let reread = FileManager.default.contents(atPath: mountpoint + "/GPL-3")
+        #expect(reread == original, "the file reads through the new mount (\(reread?.count ?? -1) bytes; errno \(errno)): \(said2())")
         let said = try String(contentsOfFile: sandbox.path("start-2.err"), encoding: .utf8) + String(contentsOfFile: log, encoding: .utf8)
         #expect(said.contains("\(mountpoint) was a dead mount"), "the restart says it removed the dead mount: \(said)")
 
