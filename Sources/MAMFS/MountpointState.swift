@@ -6,7 +6,7 @@ import MAMProtection
 /// ENOTCONN, "Transport endpoint is not connected").
 ///
 /// Decided from /proc/self/mountinfo and the daemons' /dev/fuse descriptors (`FuseConnection`);
-/// the mountpoint itself is only looked at (one stat) when no daemon was found, so a daemon
+/// the mountpoint itself is only looked at (one statvfs) when no daemon was found, so a daemon
 /// that hangs cannot block the answer.
 public enum MountpointState: Sendable, Equatable {
     /// No FUSE filesystem is on top at the path.
@@ -26,8 +26,11 @@ public enum MountpointState: Sendable, Equatable {
         }
         let daemons = entry.minorDevice.map(FuseConnection.holders(of:)) ?? []
         if !daemons.isEmpty { return .live(entry, daemons: daemons) }
-        var st = stat()
-        if stat(path, &st) != 0 && errno == ENOTCONN { return .dead(entry) }
+        // statvfs (a statfs(2)), not stat: the kernel answers a stat of the mount's root from
+        // the attributes it cached (for the mount's attr_timeout) even after the daemon died,
+        // while a STATFS is always asked of the daemon, and a dead connection answers ENOTCONN.
+        var fs = statvfs()
+        if statvfs(path, &fs) != 0 && errno == ENOTCONN { return .dead(entry) }
         return .live(entry, daemons: [])
     }
 

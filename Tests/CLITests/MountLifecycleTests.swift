@@ -139,6 +139,33 @@ struct MountLifecycleTests {
         #expect(try m.run(["unmount", m.mountpoint]).status == 0)
     }
 
+    @Test("a dead mount is found as dead at once, while the kernel still holds its root's attributes: mount says so (64), --force replaces it (0)",
+          .enabled(if: fuseUsable))
+    func deadMountWithCachedAttributes() throws {
+        let m = try Mounting()
+        let pid = try m.mount()
+        var st = stat()
+        // The root's attributes, cached by the kernel for the mount's attr_timeout (1 s).
+        #expect(stat(m.mountpoint, &st) == 0)
+        kill(pid, SIGKILL)
+        // Dead (its descriptors closed) once it is a zombie or gone; nobody may have reaped it yet.
+        #expect(Patience.waitUntil(5, every: 0.005) {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.range(of: ") ", options: .backwards) else { return true }
+            return stat[close.upperBound...].hasPrefix("Z")
+        })
+        let refused = try m.run(["mount", m.backing, m.mountpoint, "--account", Fixtures.upn])
+        #expect(refused.status == 64)
+        #expect(refused.errLines == ["mamfs: mount: \(m.mountpoint): a dead mount is there (the mamfs daemon that served \(m.backing) exited); remove it with 'mamfs unmount \(m.mountpoint)', or mount with --force"])
+        let forced = try m.run(["mount", m.backing, m.mountpoint, "--account", Fixtures.upn, "--force"])
+        #expect(forced.status == 0, "\(forced.err)")
+        #expect(forced.errLines == ["mamfs: mount: note: \(m.mountpoint) was a dead mount (its daemon had exited); removed it"])
+        #expect(m.mountEntries.count == 1)
+        try Data("alive\n".utf8).write(to: URL(fileURLWithPath: m.mountpoint + "/f"))
+        #expect(try m.sandbox.read(m.mountpoint + "/f") == Data("alive\n".utf8))
+        #expect(try m.run(["unmount", m.mountpoint]).status == 0)
+    }
+
     @Test("unmount of a busy mount detaches it lazily and says so in one line, nothing from fusermount3 (0)",
           .enabled(if: fuseUsable))
     func busyUnmount() throws {
