@@ -81,8 +81,10 @@ struct SystemdUnitTests {
         FileManager.default.createFile(atPath: stderr, contents: nil)
         daemon.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
         try daemon.run()
-        var st = stat()
-        Patience.waitUntil(10) { FuseMounts.isMounted(mountpoint) && stat(mountpoint, &st) == 0 }
+        // statvfs, not stat: a dead mount's root still answers stat from the kernel's cached
+        // attributes, while a STATFS reaches the daemon (ENOTCONN on a dead mount).
+        var fs = statvfs()
+        Patience.waitUntil(10) { FuseMounts.isMounted(mountpoint) && statvfs(mountpoint, &fs) == 0 }
         return daemon
     }
 
@@ -144,8 +146,8 @@ struct SystemdUnitTests {
         #expect(daemon.isRunning, "the restarted main process runs")
         let said2 = { ((try? String(contentsOfFile: sandbox.path("start-2.err"), encoding: .utf8)) ?? "")
             + ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "") }
-        var st = stat()
-        try #require(FuseMounts.isMounted(mountpoint) && stat(mountpoint, &st) == 0,
+        var fs = statvfs()
+        try #require(FuseMounts.isMounted(mountpoint) && statvfs(mountpoint, &fs) == 0,
                      "the restarted main process mounted \(mountpoint): \(said2())")
         let reread = FileManager.default.contents(atPath: mountpoint + "/GPL-3")
         #expect(reread == original, "the file reads through the new mount (\(reread?.count ?? -1) bytes; errno \(errno)): \(said2())")
