@@ -40,6 +40,24 @@ struct MountLifecycleTests {
             return pid
         }
 
+        /// `mamfs mount` without --force over a dead mount: 64, naming the cure.
+        func expectRefusedAsDead() throws {
+            let refused = try run(["mount", backing, mountpoint, "--account", Fixtures.upn])
+            #expect(refused.status == 64)
+            #expect(refused.errLines == ["mamfs: mount: \(mountpoint): a dead mount is there (the mamfs daemon that served \(backing) exited); remove it with 'mamfs unmount \(mountpoint)', or mount with --force"])
+        }
+
+        /// `mamfs mount --force` over a dead mount: removed (one note), mounted once, a file
+        /// written through the new mount reads back.
+        func expectForcedOverDead() throws {
+            let forced = try run(["mount", backing, mountpoint, "--account", Fixtures.upn, "--force"])
+            #expect(forced.status == 0, "\(forced.err)")
+            #expect(forced.errLines == ["mamfs: mount: note: \(mountpoint) was a dead mount (its daemon had exited); removed it"])
+            #expect(mountEntries.count == 1)
+            try Data("alive\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/f"))
+            #expect(try sandbox.read(mountpoint + "/f") == Data("alive\n".utf8))
+        }
+
         /// Entries of the mount table at the mountpoint.
         var mountEntries: [MountInfo.Entry] {
             MountInfo.current()?.entries.filter { $0.mountPoint == mountpoint } ?? []
@@ -116,9 +134,7 @@ struct MountLifecycleTests {
         let m = try Mounting()
         try m.killDaemon(try m.mount())
 
-        let refused = try m.run(["mount", m.backing, m.mountpoint, "--account", Fixtures.upn])
-        #expect(refused.status == 64)
-        #expect(refused.errLines == ["mamfs: mount: \(m.mountpoint): a dead mount is there (the mamfs daemon that served \(m.backing) exited); remove it with 'mamfs unmount \(m.mountpoint)', or mount with --force"])
+        try m.expectRefusedAsDead()
         #expect(m.mountEntries.count == 1, "left as it was")
 
         let unmount = try m.run(["unmount", m.mountpoint])
@@ -128,12 +144,7 @@ struct MountLifecycleTests {
         #expect(m.mountEntries.isEmpty)
 
         try m.killDaemon(try m.mount())
-        let forced = try m.run(["mount", m.backing, m.mountpoint, "--account", Fixtures.upn, "--force"])
-        #expect(forced.status == 0, "\(forced.err)")
-        #expect(forced.errLines == ["mamfs: mount: note: \(m.mountpoint) was a dead mount (its daemon had exited); removed it"])
-        #expect(m.mountEntries.count == 1)
-        try Data("alive\n".utf8).write(to: URL(fileURLWithPath: m.mountpoint + "/f"))
-        #expect(try m.sandbox.read(m.mountpoint + "/f") == Data("alive\n".utf8))
+        try m.expectForcedOverDead()
         let info = try jsonArray(try m.run(["info", "--json", m.backing + "/f"]))
         #expect(info.first?["owner"] as? String == Fixtures.account)
         #expect(try m.run(["unmount", m.mountpoint]).status == 0)
@@ -154,15 +165,8 @@ struct MountLifecycleTests {
                   let close = stat.range(of: ") ", options: .backwards) else { return true }
             return stat[close.upperBound...].hasPrefix("Z")
         })
-        let refused = try m.run(["mount", m.backing, m.mountpoint, "--account", Fixtures.upn])
-        #expect(refused.status == 64)
-        #expect(refused.errLines == ["mamfs: mount: \(m.mountpoint): a dead mount is there (the mamfs daemon that served \(m.backing) exited); remove it with 'mamfs unmount \(m.mountpoint)', or mount with --force"])
-        let forced = try m.run(["mount", m.backing, m.mountpoint, "--account", Fixtures.upn, "--force"])
-        #expect(forced.status == 0, "\(forced.err)")
-        #expect(forced.errLines == ["mamfs: mount: note: \(m.mountpoint) was a dead mount (its daemon had exited); removed it"])
-        #expect(m.mountEntries.count == 1)
-        try Data("alive\n".utf8).write(to: URL(fileURLWithPath: m.mountpoint + "/f"))
-        #expect(try m.sandbox.read(m.mountpoint + "/f") == Data("alive\n".utf8))
+        try m.expectRefusedAsDead()
+        try m.expectForcedOverDead()
         #expect(try m.run(["unmount", m.mountpoint]).status == 0)
     }
 
