@@ -62,7 +62,7 @@ extension OverlayFilesystem {
             guard let value = try virtualAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
             return try reply(Array(value.utf8), size: size)
         }
-        guard let value = try ExtendedAttributes(path: inode.procPath).get(cName: name) else { throw FilesystemError(code: ENODATA) }
+        guard let value = try backingAttribute(inode, name) else { throw FilesystemError(code: ENODATA) }
         return try reply(value, size: size)
     }
 
