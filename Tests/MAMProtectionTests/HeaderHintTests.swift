@@ -107,7 +107,7 @@ struct HeaderHintTests {
         #expect(rawHint(p) == nil, "removing an absent hint is not an error")
     }
 
-    @Test("read by directory and name finds the hint of a file whose name is not UTF-8, and not through a symlink")
+    @Test("read by directory and name (and isPresent) finds the hint of a file whose name is not UTF-8, and not through a symlink")
     func readByName() throws {
         let f = try StateFixture()
         let name: [CChar] = [0x66, -0x3f, 0x28, 0]  // "f\xc1(": not UTF-8
@@ -128,5 +128,10 @@ struct HeaderHintTests {
         #expect(HeaderHint.read(directoryFD: dir, name: "g") == HeaderSummary(owner: "", isEncrypted: false))
         #expect(HeaderHint.read(directoryFD: dir, name: "link") == nil, "a final symlink is not followed")
         #expect(HeaderHint.read(directoryFD: dir, name: "missing") == nil)
+        #expect(HeaderHint.isPresent(directoryFD: dir, name: name) && HeaderHint.isPresent(directoryFD: dir, name: "g"))
+        _ = try f.write("bare", [2])
+        #expect(!HeaderHint.isPresent(directoryFD: dir, name: "bare"), "a file without a hint")
+        #expect(!HeaderHint.isPresent(directoryFD: dir, name: "link"), "a final symlink is not followed")
+        #expect(!HeaderHint.isPresent(directoryFD: dir, name: "missing"))
     }
 }

@@ -78,11 +78,12 @@ extension OverlayFilesystem {
     /// the page cache instead of waiting for one disk read after another. Files whose entry
     /// already holds a header are skipped, and so are files with a header hint, whose
     /// lookups read no header (`headerSummary`): each advice is a disk request of its own.
+    /// Whether a hint is there is all that is asked here (its length); the lookup reads it.
     private func prefetchHeaders(_ dir: Inode, _ entries: ArraySlice<DirectoryEntry>) {
         let device = dir.key.device
         for entry in entries where entry.type == UInt8(DT_REG) {
             if let known = table.existing(BackingKey(device: device, inode: entry.ino)), known.hasCachedHeader { continue }
-            if HeaderHint.read(directoryFD: dir.fd, name: entry.name) != nil { continue }
+            if HeaderHint.isPresent(directoryFD: dir.fd, name: entry.name) { continue }
             guard let file = try? FileDescriptor.open(in: dir.fd, entry.name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) else { continue }
             _ = posix_fadvise(file.rawValue, 0, off_t(ProtectedFileHeader.maximumLength), POSIX_FADV_WILLNEED)
         }

@@ -107,6 +107,13 @@ public enum HeaderHint {
         return withValue { buffer, size in path.withUnsafeBufferPointer { lgetxattr($0.baseAddress!, attributeName, buffer, size) } }
     }
 
+    /// Whether `name` in the directory `directoryFD` carries a hint, a final symlink not
+    /// followed: its length asked for alone (getxattrat(2) with size 0), nothing read or decoded.
+    /// False when it has none or the filesystem cannot say (also before Linux 6.13).
+    public static func isPresent(directoryFD: Int32, name: UnsafePointer<CChar>) -> Bool {
+        mamfs_getxattrat_nofollow(directoryFD, name, attributeName, nil, 0) > 0
+    }
+
     private static func withValue(_ get: (UnsafeMutableRawPointer, Int) -> Int) -> HeaderSummary? {
         withUnsafeTemporaryAllocation(byteCount: maximumLength, alignment: 1) { buffer in
             let n = get(buffer.baseAddress!, buffer.count)
