@@ -101,17 +101,25 @@ public enum HeaderHint {
             return n
         }
         guard unsupported else { return summary }
-        // The name's bytes as they are: names need not be UTF-8.
-        let path = Array((ProcessDescriptorPath.path(of: directoryFD) + "/").utf8CString.dropLast())
-            + Array(UnsafeBufferPointer(start: name, count: strlen(name) + 1))
+        let path = procPath(directoryFD: directoryFD, name: name)
         return withValue { buffer, size in path.withUnsafeBufferPointer { lgetxattr($0.baseAddress!, attributeName, buffer, size) } }
     }
 
     /// Whether `name` in the directory `directoryFD` carries a hint, a final symlink not
-    /// followed: its length asked for alone (getxattrat(2) with size 0), nothing read or decoded.
-    /// False when it has none or the filesystem cannot say (also before Linux 6.13).
+    /// followed: its length asked for alone (getxattrat(2) with size 0; before Linux 6.13,
+    /// lgetxattr(2) of the directory's /proc/self/fd path), nothing read or decoded.
+    /// False when it has none or the filesystem cannot say.
     public static func isPresent(directoryFD: Int32, name: UnsafePointer<CChar>) -> Bool {
-        mamfs_getxattrat_nofollow(directoryFD, name, attributeName, nil, 0) > 0
+        let n = mamfs_getxattrat_nofollow(directoryFD, name, attributeName, nil, 0)
+        if n >= 0 || errno != ENOSYS { return n > 0 }
+        return procPath(directoryFD: directoryFD, name: name).withUnsafeBufferPointer { lgetxattr($0.baseAddress!, attributeName, nil, 0) } > 0
+    }
+
+    /// The /proc/self/fd path of `name` in `directoryFD`, NUL-terminated, with the name's bytes
+    /// as they are (names need not be UTF-8).
+    private static func procPath(directoryFD: Int32, name: UnsafePointer<CChar>) -> [CChar] {
+        Array((ProcessDescriptorPath.path(of: directoryFD) + "/").utf8CString.dropLast())
+            + Array(UnsafeBufferPointer(start: name, count: strlen(name) + 1))
     }
 
     private static func withValue(_ get: (UnsafeMutableRawPointer, Int) -> Int) -> HeaderSummary? {
