@@ -1,9 +1,10 @@
 import CSystem
 import Glibc
+import MAMProtection
 import MAMSystem
 
-/// Reading a backing attribute by the entry's name in its directory rather than through its
-/// /proc/self/fd path.
+/// Reading a backing attribute or header hint by the entry's name in its directory rather than
+/// through its /proc/self/fd path, taken only when the name still leads to the same object.
 extension OverlayFilesystem {
     /// The backing object's extended attribute `name`: nil when it has none (ENODATA).
     ///
@@ -51,13 +52,34 @@ extension OverlayFilesystem {
             }
             return n >= 0 ? .some(Array(large.prefix(n))) : nil
         }
-        guard let value else { return nil }
-        var after = stat()
-        let unchanged = record.name.withUnsafeBufferPointer { entryName in
-            entryName.baseAddress.map { fstatat(directory, $0, &after, AT_SYMLINK_NOFOLLOW) == 0 } ?? false
-        }
-        guard unchanged, after.st_dev == before.st_dev, after.st_ino == before.st_ino,
-              after.st_ctim.tv_sec == before.st_ctim.tv_sec, after.st_ctim.tv_nsec == before.st_ctim.tv_nsec else { return nil }
+        guard let value, record.name.withUnsafeBufferPointer({ entryName in
+            entryName.baseAddress.map { isStill($0, in: directory, before) } ?? false
+        }) else { return nil }
         return .some(value)
+    }
+
+    /// Keeps the header hint of the regular file `name` in `dirFD` with `inode`, stamped with
+    /// the ctime of `statted` (the fstat of the descriptor the entry was made with), so that
+    /// `headerSummary` does not read it again through the entry's /proc/self/fd path: a walk
+    /// of /proc that makes a new proc inode at each call, about three times the cost of this
+    /// getxattrat of one name from the directory, which the lookup of `name` left in the dcache.
+    ///
+    /// The name is read again after the hint (fstatat, no symlink followed) and the hint kept
+    /// only when it still names the same file at the same ctime: a file replaced under the name
+    /// or changed in between (its ctime moves with its attributes and its bytes) keeps nothing,
+    /// and `headerSummary` reads its hint as before.
+    func readHint(of inode: Inode, in dirFD: Int32, _ name: UnsafePointer<CChar>, statted: stat) {
+        guard let hinted = HeaderHint.read(directoryFD: dirFD, name: name),
+              isStill(name, in: dirFD, statted) else { return }
+        inode.storeHint(hinted, stamp: statted.st_ctim)
+    }
+
+    /// Whether `name` in `dirFD` (fstatat, no symlink followed) still is the object `statted` describes,
+    /// (st_dev, st_ino), at its ctime: what was read by the name in between was that object's.
+    private func isStill(_ name: UnsafePointer<CChar>, in dirFD: Int32, _ statted: stat) -> Bool {
+        var now = stat()
+        return fstatat(dirFD, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == statted.st_dev
+            && now.st_ino == statted.st_ino && now.st_ctim.tv_sec == statted.st_ctim.tv_sec
+            && now.st_ctim.tv_nsec == statted.st_ctim.tv_nsec
     }
 }

@@ -203,25 +203,6 @@ extension OverlayFilesystem {
         }
     }
 
-    /// Keeps the header hint of the regular file `name` in `dirFD` with `inode`, stamped with
-    /// the ctime of `statted` (the fstat of the descriptor the entry was made with), so that
-    /// `headerSummary` does not read it again through the entry's /proc/self/fd path: a walk
-    /// of /proc that makes a new proc inode at each call, about three times the cost of this
-    /// getxattrat of one name from the directory, which the lookup of `name` left in the dcache.
-    ///
-    /// The name is read again after the hint (fstatat, no symlink followed) and the hint kept
-    /// only when it still names the same file at the same ctime: a file replaced under the name
-    /// or changed in between (its ctime moves with its attributes and its bytes) keeps nothing,
-    /// and `headerSummary` reads its hint as before.
-    private func readHint(of inode: Inode, in dirFD: Int32, _ name: UnsafePointer<CChar>, statted: stat) {
-        guard let hinted = HeaderHint.read(directoryFD: dirFD, name: name) else { return }
-        var again = stat()
-        guard fstatat(dirFD, name, &again, AT_SYMLINK_NOFOLLOW) == 0, again.st_dev == statted.st_dev,
-              again.st_ino == statted.st_ino, again.st_ctim.tv_sec == statted.st_ctim.tv_sec,
-              again.st_ctim.tv_nsec == statted.st_ctim.tv_nsec else { return }
-        inode.storeHint(hinted, stamp: statted.st_ctim)
-    }
-
     /// The entry reply for `inode` with attributes `st` and the mount's timeouts.
     func entry(_ inode: Inode, _ st: stat) -> Entry {
         Entry(inode: inode, attributes: st, attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
