@@ -3,7 +3,8 @@ import MAMProtection
 
 /// What the CLI writes to the audit log: its administrative actions (protect, declassify,
 /// decrypt, wipe, enroll, unenroll, policy set) as "allowed" records, and the declassifications
-/// the caller-aware rules deny ("denied", exit 77) or only record ("audited", level audit).
+/// the caller-aware rules deny ("denied", exit 77) or only record ("audited", level audit), and
+/// the declassifications recorded before they were made that then failed ("failed").
 /// The CLI is the caller: uid, pid and executable are this process's.
 enum CommandAudit {
     /// This process as the caller the rules and the log see.
@@ -46,6 +47,31 @@ enum CommandAudit {
         }
     }
 
+    /// Records that the change of `objects` (path as the log records it -> owner) recorded
+    /// before it was made (`recordDeclassification(s)`, or the audited records of
+    /// `requireDeclassifyAllowed`) did not complete: the same action, path and owner, decision
+    /// "failed", rule "exit=N" (`failure`'s exit code). The earlier record says the change was
+    /// allowed and begun; this one says the command failed (for a tree: the objects before
+    /// the failure were changed, as its error line says). Written at once; a log that cannot
+    /// take it is reported on stderr, and the command fails with `failure` anyway.
+    static func recordFailure(_ context: ProtectionContext, action: String, objects: [(path: String, owner: String?)],
+                              failure: CommandFailure) {
+        let events = objects.map { object in
+            AuditEvent.ofThisProcess(executable: executable.path, action: action, path: object.path, owner: object.owner ?? "",
+                                     decision: failedDecision, rule: "exit=\(failure.exitCode.rawValue)")
+        }
+        do {
+            try context.auditLog.recordNow(events)
+        } catch {
+            // `record` reports a log it cannot write on stderr.
+            events.forEach(context.auditLog.record)
+            context.auditLog.flush()
+        }
+    }
+
+    /// The decision word of `recordFailure`'s records.
+    static let failedDecision = "failed"
+
     /// Runs `write` (a write of the audit log); a failure becomes the refusal of the change.
     private static func writeOrRefuse(_ context: ProtectionContext, subject: String, _ write: () throws -> Void) throws {
         do {
@@ -72,7 +98,8 @@ enum CommandAudit {
     /// The caller-aware decision on making the objects `owners` (path -> current owner) belong
     /// to `newOwner`: every object a managed account owns is a declassification its policy
     /// must allow (`allowUserDecrypt`). Denied and audited objects are recorded under `action`.
-    /// - Returns: true when some object was only audited (the caller records nothing more).
+    /// - Returns: the objects only audited, as recorded (path as the log records it, owner);
+    ///   the caller records nothing more for them. Empty when none was.
     /// - Throws: `CommandFailure` (exit 77) naming the rule and the first denied path when the
     ///   level is block; (exit 74) when the audited records cannot be written; nothing has been
     ///   changed then.
@@ -80,10 +107,10 @@ enum CommandAudit {
     /// `recorded` maps it to the one the log records (default: `absolute`).
     static func requireDeclassifyAllowed(_ context: ProtectionContext, action: String, owners: [(path: String, owner: String?)],
                                          newOwner: String, recorded: (String) -> String = absolute,
-                                         display: (String) -> String = { $0 }) throws -> Bool {
+                                         display: (String) -> String = { $0 }) throws -> [(path: String, owner: String?)] {
         let rules = context.accessRules
         var denied: [(String, AccessDecision)] = []
-        var audited = false
+        var audited: [(path: String, owner: String?)] = []
         var auditedEvents: [AuditEvent] = []
         for (path, owner) in owners {
             let decision = rules.decide(AccessRequest(action: .declassify(newOwner: newOwner), executable: executable,
@@ -95,7 +122,7 @@ enum CommandAudit {
                 denied.append((path, decision))
                 context.auditLog.record(event)
             } else {
-                audited = true
+                audited.append((recorded(path), owner))
                 auditedEvents.append(event)
             }
         }

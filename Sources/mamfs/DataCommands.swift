@@ -53,13 +53,20 @@ enum DataCommands {
             .flatMap { context.policyEvaluator.isManaged(accountId: $0) ? $0 : nil }
         var audited = false
         if let owner {
-            audited = try CommandAudit.requireDeclassifyAllowed(context, action: "unprotect-data", owners: [("-", owner)],
-                                                                 newOwner: "", recorded: { $0 }) { _ in "stdin" }
+            audited = try !CommandAudit.requireDeclassifyAllowed(context, action: "unprotect-data", owners: [("-", owner)],
+                                                                  newOwner: "", recorded: { $0 }) { _ in "stdin" }.isEmpty
         }
         if let owner, !audited {
             try CommandAudit.recordDeclassification(context, action: "unprotect-data", path: "-", owner: owner, subject: "stdin")
         }
-        let plain = try attempt("stdin") { try context.data.unprotect(input) }
+        let plain: Data
+        do {
+            plain = try attempt("stdin") { try context.data.unprotect(input) }
+        } catch let failure as CommandFailure where owner != nil {
+            // Recorded first (allowed or audited): the record is followed by the failure.
+            CommandAudit.recordFailure(context, action: "unprotect-data", objects: [("-", owner)], failure: failure)
+            throw failure
+        }
         Output.bytes(plain)
         return ExitCode.ok
     }

@@ -58,7 +58,7 @@ enum ProtectCommands {
                 context.complianceSite = complianceSite(of: backing)
                 let oldOwner = try? context.files.protectionInfo(path: backing)
                 let action = isDeclassification(from: oldOwner, to: accountId, in: context) ? "declassify" : "protect"
-                var audited = false
+                var audited: [(path: String, owner: String?)] = []
                 // The managed objects this protect gives another owner: below an untagged or
                 // personal directory too (protect -R --account '' of a tree holding work files).
                 let declassified = DeclassifyTargets.managedObjects(at: backing, recursive: recursive, context: context)
@@ -68,7 +68,7 @@ enum ProtectCommands {
                                                                          newOwner: accountId) { $0 == backing ? path : $0 }
                 }
                 // Managed data made personal is recorded before it is changed: never unrecorded.
-                let recordedFirst = !declassified.isEmpty && !audited
+                let recordedFirst = !declassified.isEmpty && audited.isEmpty
                 if recordedFirst {
                     try CommandAudit.recordDeclassifications(context, objects: declassified, subject: path)
                 }
@@ -76,19 +76,27 @@ enum ProtectCommands {
                 defer {
                     // A tree protect that failed after it did a file has changed the files
                     // before the failure: that is recorded too.
-                    if started && !finished && recursive && !audited && !(recordedFirst && action == "declassify") {
+                    if started && !finished && recursive && audited.isEmpty && !(recordedFirst && action == "declassify") {
                         CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                             owner: action == "declassify" ? oldOwner : accountId)
                     }
                 }
-                try attempt(path) {
-                    try context.files.protect(path: backing, accountId: accountId, recursive: recursive,
-                                              progress: recursive ? { started = true; progress.update("\($0) files") } : nil)
+                do {
+                    try attempt(path) {
+                        try context.files.protect(path: backing, accountId: accountId, recursive: recursive,
+                                                  progress: recursive ? { started = true; progress.update("\($0) files") } : nil)
+                    }
+                } catch let failure as CommandFailure where recordedFirst || !audited.isEmpty {
+                    // The declassifications recorded first said allowed and begun.
+                    CommandAudit.recordFailure(context, action: "declassify",
+                                               objects: recordedFirst ? declassified.map { (CommandAudit.absolute($0.path), $0.owner) } : audited,
+                                               failure: failure)
+                    throw failure
                 }
                 finished = true
                 progress.finish()
                 // A declassification is the old owner's event, any other protect the new owner's.
-                if !audited && !(recordedFirst && action == "declassify") {
+                if audited.isEmpty && !(recordedFirst && action == "declassify") {
                     CommandAudit.record(context, action: action, path: CommandAudit.absolute(backing),
                                         owner: action == "declassify" ? oldOwner : accountId)
                 }
@@ -171,20 +179,27 @@ enum ProtectCommands {
         let target = mounts.forFileVerb(path)
         context.complianceSite = complianceSite(of: target)
         let owner = try? context.files.protectionInfo(path: target)
-        let audited = try CommandAudit.requireDeclassifyAllowed(context, action: "decrypt", owners: [(target, owner)],
-                                                                 newOwner: "") { _ in path }
+        let audited = try !CommandAudit.requireDeclassifyAllowed(context, action: "decrypt", owners: [(target, owner)],
+                                                                  newOwner: "") { _ in path }.isEmpty
         // A managed account's file made plaintext is recorded before it is: never unrecorded.
         let recordedFirst = !audited && owner.map { context.policyEvaluator.isManaged(accountId: $0) } == true
         if recordedFirst {
             try CommandAudit.recordDeclassification(context, action: "decrypt", path: CommandAudit.absolute(target),
                                                     owner: owner, subject: path)
         }
-        try attempt(path) {
-            if copy == "-" {
-                try context.files.decryptFile(path: target, toStream: STDOUT_FILENO)
-            } else {
-                try context.files.decryptFile(path: target, toCopyPath: copy.map(mounts.forFileVerb))
+        do {
+            try attempt(path) {
+                if copy == "-" {
+                    try context.files.decryptFile(path: target, toStream: STDOUT_FILENO)
+                } else {
+                    try context.files.decryptFile(path: target, toCopyPath: copy.map(mounts.forFileVerb))
+                }
             }
+        } catch let failure as CommandFailure where audited || recordedFirst {
+            // The record written first said allowed and begun: it is followed by the failure.
+            CommandAudit.recordFailure(context, action: "decrypt", objects: [(CommandAudit.absolute(target), owner)],
+                                       failure: failure)
+            throw failure
         }
         if !audited && !recordedFirst {
             CommandAudit.record(context, action: "decrypt", path: CommandAudit.absolute(target), owner: owner)

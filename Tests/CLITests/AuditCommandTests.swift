@@ -402,4 +402,38 @@ struct AuditCommandTests {
         #expect(refused.status == 74, "\(refused.err)")
         #expect(try info(s, second)["owner"] as? String == Fixtures.account)
     }
+
+    /// A declassification recorded first and then failed (a damaged file, an output that
+    /// cannot be made) left only its "allowed" (or "audited") record: the log said the work
+    /// data was made personal when it was not.
+    @Test("decrypt, decrypt -o, unprotect-data and protect --account '' of damaged work data: the record written first is followed by a failed one (rule exit=N); allowed and audited alike")
+    func failedDeclassificationRecorded() throws {
+        for level in ["block", "audit"] {
+            let s = try AuditSandbox(level: level, allowUserDecrypt: level == "block")
+            let first = level == "block" ? "allowed" : "audited"
+            var damaged = try s.sandbox.read(s.file)
+            damaged[damaged.count - 1] ^= 0x01  // the last block's tag
+            try damaged.write(to: URL(fileURLWithPath: s.file))
+            let copy = s.sandbox.path("copy.txt")
+            let attempts: [(verb: String, action: String, path: String, result: ProcessResult)] = [
+                ("decrypt", "decrypt", s.file, try s.run(["decrypt", s.file])),
+                ("decrypt -o", "decrypt", s.file, try s.run(["decrypt", s.file, "-o", copy])),
+                ("unprotect-data", "unprotect-data", "-", try s.sandbox.run(["unprotect-data"], stdin: damaged)),
+                ("protect", "declassify", s.file, try s.run(["protect", s.file, "--account", ""])),
+            ]
+            for attempt in attempts {
+                #expect(attempt.result.status == 65, "\(level) \(attempt.verb): \(attempt.result.err)")
+            }
+            #expect(try s.sandbox.read(s.file) == damaged, "\(level)")
+            #expect(!FileManager.default.fileExists(atPath: copy))
+            let records = try s.records().filter { ["decrypt", "unprotect-data", "declassify"].contains($0["action"] as? String) }
+            let expected = attempts.flatMap { [($0.action, $0.path, first), ($0.action, $0.path, "failed")] }
+            #expect(records.map { ($0["action"] as? String ?? "") + " " + ($0["path"] as? String ?? "") + " " + ($0["decision"] as? String ?? "") }
+                    == expected.map { "\($0.0) \($0.1) \($0.2)" }, "\(level): \(records)")
+            let failed = records.filter { $0["decision"] as? String == "failed" }
+            #expect(failed.count == 4 && failed.allSatisfy { $0["rule"] as? String == "exit=65" && $0["owner"] as? String == Fixtures.account },
+                    "\(level): \(failed)")
+            #expect(try s.run(["audit", "verify"]).status == 0)
+        }
+    }
 }

@@ -20,9 +20,11 @@ public struct AuditEvent: Sendable, Equatable {
     public var path: String
     /// The object's owner: an accountId, or "" for an object that is unmanaged or untagged.
     public var owner: String
-    /// "denied", "audited" (would be denied, level audit) or "allowed".
+    /// "denied", "audited" (would be denied, level audit), "allowed", or "failed" (a change
+    /// recorded before it was made whose command then failed).
     public var decision: String
-    /// The rule that denied ("allowUserDecrypt=false", "receiveData", ...), "" when allowed.
+    /// The rule that denied ("allowUserDecrypt=false", "receiveData", ...), "" when allowed,
+    /// "exit=N" when failed (the exit code of the command).
     public var rule: String
 
     public init(uid: UInt32, pid: Int32, executable: String, action: String, path: String,

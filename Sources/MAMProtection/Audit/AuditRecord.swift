@@ -22,7 +22,7 @@ public struct AuditRecord: Codable, Sendable, Equatable {
     public var action: String
     public var path: String
     public var owner: String
-    /// "denied", "audited" or "allowed".
+    /// "denied", "audited", "allowed" or "failed".
     public var decision: String
     public var rule: String
     /// How many identical events (see `AuditLog`) this record stands for; `path` is the first one's.
