@@ -15,6 +15,11 @@ tarball of N small files into the mount (caches dropped first) and reports:
 Rounds are interleaved as in run.py. Prints one table per placement (medians over rounds) and
 writes every sample as JSON (--out). Needs root.
 
+The backing filesystem's recent history counts: ext4 without a journal passes over every inode
+freed in the last 60 s (360 s while its inode table block is dirty) when it allocates one, so
+a CREATE right after the `rm -rf` of another extraction costs more than one on a quiet disk.
+The order alternates between rounds; the traced extraction is the last round's only.
+
 usage: sudo Tools/bench/placement-cost.py [--mamfs PATH] [--only NAME[,NAME]] [--rounds R]
                                           [--files N] [--dirs D] [--latency] [--busy-poll US] [--out FILE]
 """
