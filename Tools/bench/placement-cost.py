@@ -21,7 +21,8 @@ a CREATE right after the `rm -rf` of another extraction costs more than one on a
 The order alternates between rounds; the traced extraction is the last round's only.
 
 usage: sudo Tools/bench/placement-cost.py [--mamfs PATH] [--only NAME[,NAME]] [--rounds R]
-                                          [--files N] [--dirs D] [--latency] [--busy-poll US] [--out FILE]
+                                          [--files N] [--dirs D] [--latency] [--busy-poll US]
+                                          [--workdir DIR] [--out FILE]
 """
 import argparse
 import collections
@@ -193,6 +194,7 @@ def main():
     ap.add_argument("--dirs", type=int, default=bench.FULL["dirs"])
     ap.add_argument("--latency", action="store_true", help="also trace each request's latency (tracefs)")
     ap.add_argument("--busy-poll", type=int, default=100, metavar="US", help="mamfs-poll's -o busy_poll (run.py's default)")
+    ap.add_argument("--workdir", default="/var/tmp", help="where the backing directories go (another filesystem: its own allocator)")
     ap.add_argument("--out")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -204,7 +206,7 @@ def main():
     mamfs = os.path.abspath(args.mamfs)
     names = args.only.split(",")
     placements = list(bench.PLACEMENTS)
-    root = tempfile.mkdtemp(prefix="mamfs-placement-cost-", dir="/var/tmp")
+    root = tempfile.mkdtemp(prefix="mamfs-placement-cost-", dir=args.workdir)
     results = {p: {n: [] for n in names} for p in placements}
     current = None
     try:
