@@ -17,64 +17,31 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fuse_trace  # noqa: E402  (the request tracepoints)
 import run as bench  # noqa: E402  (the mounts and the tree of run.py)
 
-TRACING = "/sys/kernel/tracing"
-EVENT = TRACING + "/events/fuse/fuse_request_send"
 LINE = re.compile(r"connection (\d+) req \d+ opcode \d+ \((\w+)\)")
 PHASES = ["tar x", "ls -lR", "cat", "rm -rf"]
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def ensure_tracefs():
-    if not os.path.isdir(EVENT):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], stderr=subprocess.DEVNULL)
-    if not os.path.isdir(EVENT):
-        sys.exit("fuse-requests: no fuse:fuse_request_send tracepoint (tracefs at /sys/kernel/tracing, kernel 6.14+)")
-
-
-def connection_of(mountpoint):
-    """The FUSE connection number the tracepoint names: the kernel's dev_t of the mount
-    (major << 20 | minor, not the st_dev encoding of user space)."""
-    dev = os.stat(mountpoint).st_dev
-    return (os.major(dev) << 20) | os.minor(dev)
-
-
 def counted(connection, command):
     """Runs `command` (pinned like run.py's client) with the tracepoint on; {opcode: count}."""
-    write(TRACING + "/buffer_size_kb", "65536")
-    write(TRACING + "/trace", "")
-    write(EVENT + "/filter", f"connection == {connection}")
-    write(EVENT + "/enable", "1")
-    try:
-        subprocess.run(bench.CLIENT + command, check=True, stdout=subprocess.DEVNULL)
-    finally:
-        write(EVENT + "/enable", "0")
     counts = collections.Counter()
-    with open(TRACING + "/trace") as f:
-        for line in f:
-            m = LINE.search(line)
-            if m and int(m.group(1)) == connection:
-                counts[m.group(2).removeprefix("FUSE_")] += 1
-    with open(TRACING + "/per_cpu/cpu0/stats") as f:
-        if any(l.startswith("overrun:") and l.split()[1] != "0" for l in f):
-            sys.exit("fuse-requests: the trace buffer overran; use fewer --files")
+    for line in fuse_trace.lines(connection, ["fuse_request_send"], bench.CLIENT + command, 65536, "fuse-requests"):
+        m = LINE.search(line)
+        if m and int(m.group(1)) == connection:
+            counts[m.group(2).removeprefix("FUSE_")] += 1
     return dict(counts)
 
 
 def phases(mountpoint, tarball):
     target = os.path.join(mountpoint, "small")
     os.mkdir(target)
-    connection = connection_of(mountpoint)
+    connection = fuse_trace.connection_of(mountpoint)
     out = {}
     for phase, command in [("tar x", ["tar", "-xf", tarball, "-C", target]), ("ls -lR", ["ls", "-lR", target]),
                            ("cat", ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "-", target]),
@@ -94,7 +61,7 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("fuse-requests: needs root (tracefs, drop_caches)")
-    ensure_tracefs()
+    fuse_trace.ensure(["fuse_request_send"], "fuse-requests")
     mamfs = os.path.abspath(args.mamfs)
     root = tempfile.mkdtemp(prefix="mamfs-fuse-requests-", dir="/var/tmp")
     mounts, results = [], {}

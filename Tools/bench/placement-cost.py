@@ -38,18 +38,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fuse_trace  # noqa: E402  (the request tracepoints)
 import run as bench  # noqa: E402  (the mounts, placements and tree of run.py)
 
-TRACING = "/sys/kernel/tracing"
 EVENTS = ["fuse_request_send", "fuse_request_end"]
 SEND = re.compile(r"\s(\d+\.\d+): fuse_request_send: connection (\d+) req (\d+) opcode \d+ \((\w+)\)")
 END = re.compile(r"\s(\d+\.\d+): fuse_request_end: connection (\d+) req (\d+) len")
 THREAD_EVENTS = ["syscalls:sys_enter_clone3", "syscalls:sys_enter_clone", "syscalls:sys_enter_exit"]
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def voluntary_switches(pid):
@@ -96,38 +91,18 @@ class ThreadCount:
         return dict(started=found.get("clone3", 0) + found.get("clone", 0), ended=found.get("exit", 0))
 
 
-def connection_of(mountpoint):
-    dev = os.stat(mountpoint).st_dev
-    return (os.major(dev) << 20) | os.minor(dev)
-
-
 def traced(connection, command):
     """Runs `command` with both request tracepoints on: {opcode: [latency µs, ...]}."""
-    write(TRACING + "/buffer_size_kb", "131072")
-    write(TRACING + "/trace", "")
-    for event in EVENTS:
-        write(f"{TRACING}/events/fuse/{event}/filter", f"connection == {connection}")
-        write(f"{TRACING}/events/fuse/{event}/enable", "1")
-    try:
-        subprocess.run(bench.CLIENT + command, check=True, stdout=subprocess.DEVNULL)
-    finally:
-        for event in EVENTS:
-            write(f"{TRACING}/events/fuse/{event}/enable", "0")
-    for stats in glob.glob(TRACING + "/per_cpu/cpu*/stats"):
-        with open(stats) as f:
-            if any(l.startswith("overrun:") and l.split()[1] != "0" for l in f):
-                sys.exit("placement-cost: the trace buffer overran; use fewer --files")
     sent, latencies = {}, collections.defaultdict(list)
-    with open(TRACING + "/trace") as f:
-        for line in f:
-            m = SEND.search(line)
-            if m:
-                sent[m.group(3)] = (float(m.group(1)), m.group(4).removeprefix("FUSE_"))
-                continue
-            m = END.search(line)
-            if m and m.group(3) in sent:
-                start, opcode = sent.pop(m.group(3))
-                latencies[opcode].append((float(m.group(1)) - start) * 1e6)
+    for line in fuse_trace.lines(connection, EVENTS, bench.CLIENT + command, 131072, "placement-cost"):
+        m = SEND.search(line)
+        if m:
+            sent[m.group(3)] = (float(m.group(1)), m.group(4).removeprefix("FUSE_"))
+            continue
+        m = END.search(line)
+        if m and m.group(3) in sent:
+            start, opcode = sent.pop(m.group(3))
+            latencies[opcode].append((float(m.group(1)) - start) * 1e6)
     return dict(latencies)
 
 
@@ -145,7 +120,7 @@ def extract(m, tarball, workdir, latency):
     if latency:
         os.mkdir(target)
         bench.drop_caches()
-        lat = traced(connection_of(m.mountpoint), ["tar", "-xf", tarball, "-C", target])
+        lat = traced(fuse_trace.connection_of(m.mountpoint), ["tar", "-xf", tarball, "-C", target])
         sample["requests"] = {op: len(v) for op, v in lat.items()}
         sample["median_us"] = {op: statistics.median(v) for op, v in lat.items()}
         subprocess.run(["rm", "-rf", target], check=True)
@@ -199,10 +174,8 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("placement-cost: needs root (drop_caches, taskset of the daemons, tracefs)")
-    if args.latency and not os.path.isdir(f"{TRACING}/events/fuse/fuse_request_end"):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], stderr=subprocess.DEVNULL)
-        if not os.path.isdir(f"{TRACING}/events/fuse/fuse_request_end"):
-            sys.exit("placement-cost: no fuse request tracepoints (tracefs, kernel 6.14+); run without --latency")
+    if args.latency:
+        fuse_trace.ensure(EVENTS, "placement-cost", "; run without --latency")
     mamfs = os.path.abspath(args.mamfs)
     names = args.only.split(",")
     placements = list(bench.PLACEMENTS)
