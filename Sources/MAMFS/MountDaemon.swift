@@ -208,11 +208,35 @@ public enum MountDaemon {
         _ = setrlimit(SystemConstants.resourceOpenFiles, &limit)
     }
 
+    /// Grows the descriptor table once, at start, to `descriptorSlots(softLimit:)` slots. The
+    /// kernel doubles a process's table when an open needs a slot past its end, and in a process
+    /// with threads each growth waits for an RCU grace period (`expand_fdtable` ->
+    /// `synchronize_rcu`, milliseconds on a VM) inside that open: the first `tar x` of 5,000
+    /// files into a fresh mount paid for seven, in its CREATEs. A table never shrinks; a slot
+    /// costs the kernel 8 bytes.
+    static func reserveDescriptorTable() {
+        var limit = rlimit()
+        guard getrlimit(SystemConstants.resourceOpenFiles, &limit) == 0 else { return }
+        let highest = descriptorSlots(softLimit: UInt64(limit.rlim_cur)) - 1
+        let probe = open("/", SystemConstants.pathOnly | O_CLOEXEC)
+        guard probe >= 0, highest > probe else { if probe >= 0 { close(probe) }; return }
+        if dup2(probe, Int32(highest)) >= 0 { close(Int32(highest)) }
+        close(probe)
+    }
+
+    /// The descriptor slots the daemon reserves under a soft open-file limit of `softLimit`: the
+    /// node descriptors the cache may keep (`DescriptorCache.budget(softLimit:)`) and 1,024 more
+    /// for open handles, listings, the state database and libfuse, within the limit.
+    static func descriptorSlots(softLimit: UInt64) -> Int {
+        Int(min(UInt64(DescriptorCache.budget(softLimit: softLimit) + 1024), min(softLimit, UInt64(Int32.max))))
+    }
+
     /// Creates the session, mounts, calls `ready` and runs the multithreaded loop until unmounted.
     static func serve(options: MountOptions, plan: Plan, context: ProtectionContext, installSignalHandlers: Bool,
                       ready: (OpaquePointer) -> Void) throws -> ExitCode {
         umask(0)  // the kernel already applied the caller's umask to every mode we get
         raiseOpenFileLimit()
+        reserveDescriptorTable()
         MallocArenas.limitToCPUs()
         // Keys are unwrapped for this backing directory (the compliance gate's device check);
         // refusals of a busy mount may be counted into bursts.

@@ -123,6 +123,28 @@ struct DaemonRobustnessTests {
         }
     }
 
+    @Test("The daemon's descriptor table holds the node descriptors it may keep from the start, so no create waits for the kernel to grow it",
+          .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/status"))
+    func descriptorTableReservedAtStart() throws {
+        try withMount(.managed) { m in
+            let pid = try #require(m.daemonPID)
+            let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+            let row = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+            let fields = row.split(separator: " ", omittingEmptySubsequences: true)
+            let soft = try #require(fields.count > 3 ? (fields[3] == "unlimited" ? UInt64.max : UInt64(fields[3])) : nil)
+            let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+            let size = try #require(status.split(separator: "\n").first { $0.hasPrefix("FDSize:") }
+                .flatMap { Int($0.dropFirst("FDSize:".count).trimmingCharacters(in: .whitespaces)) })
+            let wanted = MountDaemon.descriptorSlots(softLimit: soft)
+            #expect(wanted > 1024)
+            #expect(size >= wanted, "FDSize \(size), wanted \(wanted) (soft limit \(soft))")
+            // Opening many files through the mount does not grow it further.
+            #expect(try m.sh("mkdir d && for i in $(seq 300); do : > d/f$i || exit 1; done").status == 0)
+            let after = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+            #expect(after.contains("FDSize:\t\(size)\n"), "\(after.split(separator: "\n").filter { $0.hasPrefix("FDSize") })")
+        }
+    }
+
     @Test("The daemon allocates from at most one malloc arena per CPU (two at least), however many workers bursts wake",
           .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/maps"),
           .enabled(if: sysconf(Int32(_SC_NPROCESSORS_ONLN)) <= 4, "the cap must be below the workers a burst wakes"))

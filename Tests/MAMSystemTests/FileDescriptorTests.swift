@@ -28,6 +28,36 @@ import Testing
         #expect(close(raw) == 0)
     }
 
+    @Test("pathDescriptor: the O_PATH descriptor of a just-made file, by name while the name still leads to it, else the file itself through /proc, whatever the name leads to now")
+    func pathDescriptorOfAJustMadeFile() throws {
+        let scratch = try ScratchDirectory()
+        let directory = try FileDescriptor.openPath(scratch.path, flags: O_DIRECTORY)
+        func check(_ swap: (String) throws -> Void) throws {
+            try scratch.write("f", [1, 2, 3])
+            let file = try FileDescriptor.open(scratch.file("f"), O_RDWR | O_CLOEXEC)
+            let made = try file.stat()
+            try swap(scratch.file("f"))
+            let found = try FileDescriptor.pathDescriptor(of: file.rawValue, named: "f", in: directory.rawValue, statted: made)
+            let st = try found.stat()
+            #expect(st.st_ino == made.st_ino && st.st_dev == made.st_dev)
+            #expect(fcntl(found.rawValue, F_GETFL) & SystemConstants.pathOnly != 0, "an O_PATH descriptor")
+            #expect(fcntl(found.rawValue, F_GETFD) & FD_CLOEXEC != 0)
+            _ = unlink(scratch.file("f"))
+        }
+        try check { _ in }
+        // Another file renamed over the name.
+        try check { path in
+            try scratch.write("g", [9])
+            #expect(rename(scratch.file("g"), path) == 0)
+        }
+        // A symlink put in its place (not followed, not taken).
+        try check { path in
+            #expect(unlink(path) == 0 && symlink(scratch.file("elsewhere"), path) == 0)
+        }
+        // The name removed.
+        try check { path in #expect(unlink(path) == 0) }
+    }
+
     @Test func openOfMissingFileThrowsENOENT() throws {
         let scratch = try ScratchDirectory()
         #expect(throws: Errno.noSuchFile) { _ = try FileDescriptor.open(scratch.file("missing"), O_RDONLY) }

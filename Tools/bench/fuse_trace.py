@@ -35,19 +35,22 @@ def connection_of(mountpoint):
     return (os.major(dev) << 20) | os.minor(dev)
 
 
-def lines(connection, events, command, buffer_kib, tool):
-    """Runs `command` (a list, run to completion) with the fuse `events` on for `connection`;
-    the trace's lines. Exits naming `tool` when a CPU's trace buffer overran."""
+def lines(connection, events, command, buffer_kib, tool, unfiltered=()):
+    """Runs `command` (a list, run to completion) with the fuse `events` on for `connection`
+    and the `unfiltered` events ("sched/sched_switch") on for everything; the trace's lines.
+    Exits naming `tool` when a CPU's trace buffer overran."""
     _write(TRACING + "/buffer_size_kb", str(buffer_kib))
     _write(TRACING + "/trace", "")
+    switches = [_event(e) for e in events] + [f"{TRACING}/events/{e}" for e in unfiltered]
     for event in events:
         _write(_event(event) + "/filter", f"connection == {connection}")
-        _write(_event(event) + "/enable", "1")
+    for path in switches:
+        _write(path + "/enable", "1")
     try:
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     finally:
-        for event in events:
-            _write(_event(event) + "/enable", "0")
+        for path in switches:
+            _write(path + "/enable", "0")
     for stats in glob.glob(TRACING + "/per_cpu/cpu*/stats"):
         with open(stats) as f:
             if any(l.startswith("overrun:") and l.split()[1] != "0" for l in f):

@@ -44,9 +44,13 @@ final class DescriptorCache: @unchecked Sendable {
     static func defaultBudget() -> Int {
         var limit = rlimit()
         guard getrlimit(SystemConstants.resourceOpenFiles, &limit) == 0 else { return 256 }
-        // RLIM_INFINITY is the largest value: clamped like any large limit.
-        let soft = UInt64(limit.rlim_cur)
-        return Int(min(max(soft / 4, 16), 8192))
+        return budget(softLimit: UInt64(limit.rlim_cur))
+    }
+
+    /// `defaultBudget()` under a soft open-file limit of `softLimit` (RLIM_INFINITY, the largest
+    /// value, is clamped like any large limit).
+    static func budget(softLimit: UInt64) -> Int {
+        Int(min(max(softLimit / 4, 16), 8192))
     }
 
     /// Node descriptors open now (idle and in use).

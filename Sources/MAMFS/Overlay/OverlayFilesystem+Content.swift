@@ -66,7 +66,7 @@ extension OverlayFilesystem {
     private func inheritedOwner(directoryFD: Int32) throws -> String {
         let rootKey = table.root.key
         var st = try SystemCall.stat(fd: directoryFD)
-        if let owner = DirectoryOwner.read(path: ProcessDescriptorPath.path(of: directoryFD)) { return owner }
+        if let owner = ownTag(of: directoryFD) { return owner }
         guard BackingKey(st) != rootKey else { return options.account }
         var readable = false
         var current = try openParent(of: directoryFD, readable: &readable)
@@ -83,6 +83,17 @@ extension OverlayFilesystem {
             current = try openParent(of: current.rawValue, readable: &readable)
         }
         return options.account
+    }
+
+    /// The tag of the directory open as `fd` (an O_PATH descriptor, which fgetxattr refuses):
+    /// read from a readable descriptor of the same directory (openat of "."), or through its
+    /// /proc/self/fd path when the daemon may not read the directory. The readable open skips
+    /// procfs's walk of /proc/self/fd/N, the costlier part of the read on every create.
+    private func ownTag(of fd: Int32) -> String? {
+        let readable = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard readable >= 0 else { return DirectoryOwner.read(path: ProcessDescriptorPath.path(of: fd)) }
+        defer { close(readable) }
+        return DirectoryOwner.read(fd: readable)
     }
 
     /// The directory above the one open as `fd`: open for reading (`readable` set) when the

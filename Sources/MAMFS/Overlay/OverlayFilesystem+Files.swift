@@ -84,7 +84,7 @@ extension OverlayFilesystem {
     private func register(_ created: consuming NewFile, dir: Inode, name: UnsafePointer<CChar>, flags: Int32,
                           registered: inout Inode?) throws -> OpenFile {
         let st = try created.file.stat()
-        let path = try FileDescriptor.reopen(created.file.rawValue, SystemConstants.pathOnly | O_CLOEXEC)
+        let path = try FileDescriptor.pathDescriptor(of: created.file.rawValue, named: name, in: try dir.descriptor(), statted: st)
         let inode = table.acquire(st, fd: path.take(), parent: dir, name: name)
         registered = inode
         let generation = self.generation
