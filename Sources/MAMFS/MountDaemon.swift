@@ -212,7 +212,7 @@ public enum MountDaemon {
     /// kernel doubles a process's table when an open needs a slot past its end, and in a process
     /// with threads each growth waits for an RCU grace period (`expand_fdtable` ->
     /// `synchronize_rcu`, milliseconds on a VM) inside that open: the first `tar x` of 5,000
-    /// files into a fresh mount paid for seven, in its CREATEs. A table never shrinks; a slot
+    /// files into a fresh mount waited in five of its CREATEs. A table never shrinks; a slot
     /// costs the kernel 8 bytes.
     static func reserveDescriptorTable() {
         var limit = rlimit()
