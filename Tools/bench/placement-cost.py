@@ -111,13 +111,14 @@ def daemon_comms(pid):
     return names
 
 
-def traced(connection, command, cpu=None, pid=None):
+def traced(connection, command, cpu=None):
     """Runs `command` with both request tracepoints on: (requests, switches), requests a list of
     (opcode, send s, end s), switches (with `cpu`) the scheduler's switches on that CPU, a
     sorted list of (time s, next pid, next comm)."""
     sent, requests, switches = {}, [], []
     extra = ["sched/sched_switch"] if cpu is not None else []
-    for line in fuse_trace.lines(connection, EVENTS, bench.CLIENT + command, 262144, "placement-cost", extra):
+    buffer_kib = 262144 if extra else 131072  # per CPU; the switches need room too
+    for line in fuse_trace.lines(connection, EVENTS, bench.CLIENT + command, buffer_kib, "placement-cost", extra):
         m = SEND.search(line)
         if m:
             sent[m.group(3)] = (float(m.group(1)), m.group(4).removeprefix("FUSE_"))
