@@ -207,28 +207,27 @@ def report(results, names, placements, files):
         if traced:
             opcodes = sorted({op for n in traced for s in results[placement][n] for op in s.get("requests", {})},
                              key=lambda op: -max(s.get("requests", {}).get(op, 0) for n in traced for s in results[placement][n]))
-            print(f"\n`{placement}`: median latency per request, µs (requests)")
-            print("| opcode | " + " | ".join(traced) + " |")
-            print("|---|" + "---|" * len(traced))
-            for op in opcodes:
-                cells = []
-                for n in traced:
-                    lat = med([s["median_us"].get(op) for s in results[placement][n] if "median_us" in s])
-                    count = med([s["requests"].get(op) for s in results[placement][n] if "requests" in s])
-                    cells.append("-" if lat is None else f"{lat:.0f} ({count:.0f})")
-                print(f"| {op} | " + " | ".join(cells) + " |")
+            def latency(n, op):
+                lat = med([s["median_us"].get(op) for s in results[placement][n] if "median_us" in s])
+                count = med([s["requests"].get(op) for s in results[placement][n] if "requests" in s])
+                return "-" if lat is None else f"{lat:.0f} ({count:.0f})"
+            opcode_table(f"`{placement}`: median latency per request, µs (requests)", traced, opcodes, latency)
         split = [n for n in names if any("cpu_time_us" in s for s in results[placement][n])]
         if split:
-            print(f"\n`{placement}`: mean latency / the daemon on its CPU / that CPU idle, µs")
-            print("| opcode | " + " | ".join(split) + " |")
-            print("|---|" + "---|" * len(split))
-            for op in opcodes:
-                cells = []
-                for n in split:
-                    found = [s["cpu_time_us"][op] for s in results[placement][n] if op in s.get("cpu_time_us", {})]
-                    cells.append(f"{med([f['mean'] for f in found]):.0f} / {med([f['on_cpu'] for f in found]):.0f} / "
-                                 f"{med([f['idle'] for f in found]):.0f}" if found else "-")
-                print(f"| {op} | " + " | ".join(cells) + " |")
+            def cpu_time(n, op):
+                found = [s["cpu_time_us"][op] for s in results[placement][n] if op in s.get("cpu_time_us", {})]
+                return (f"{med([f['mean'] for f in found]):.0f} / {med([f['on_cpu'] for f in found]):.0f} / "
+                        f"{med([f['idle'] for f in found]):.0f}" if found else "-")
+            opcode_table(f"`{placement}`: mean latency / the daemon on its CPU / that CPU idle, µs", split, opcodes, cpu_time)
+
+
+def opcode_table(title, names, opcodes, cell):
+    """Prints a table of one row per opcode and one column per mount, `cell(name, opcode)` in each."""
+    print(f"\n{title}")
+    print("| opcode | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for op in opcodes:
+        print(f"| {op} | " + " | ".join(cell(n, op) for n in names) + " |")
 
 
 def main():
