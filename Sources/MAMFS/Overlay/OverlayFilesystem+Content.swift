@@ -44,11 +44,22 @@ extension OverlayFilesystem {
     /// path: no readlink and no path walk per level, on the create path of every file. The
     /// levels above are opened for reading where the daemon may read them, so their tags are
     /// read from the descriptor (fgetxattr) instead of through a /proc/self/fd path, whose
-    /// lookup is most of the walk's cost.
+    /// lookup is most of the walk's cost. The answer is kept per directory while no level it
+    /// read changes (`InheritedOwnerCache`), so a directory's next creates skip the walk.
     /// - Throws: `Errno` (EMFILE, EACCES, ESTALE) when a level cannot be opened: the
     ///   walk never falls back to the mount's account because a tagged level was out of reach.
     func inheritedOwner(of directory: Inode) throws -> String {
-        try inheritedOwner(directoryFD: try directory.descriptor())
+        guard let cache = ownerCache else { return try inheritedOwner(directoryFD: try directory.descriptor()).owner }
+        let (kept, generation) = cache.lookup(directory.key)
+        if let kept { return kept }
+        var start: BackingKey?
+        var watched = true
+        let walk = try inheritedOwner(directoryFD: try directory.descriptor()) { fd, pathOnly, st in
+            if start == nil { start = BackingKey(st) }
+            if watched { watched = cache.watch(levelFD: fd, pathOnly: pathOnly, status: st) }
+        }
+        if walk.settled, watched, let start { cache.store(walk.owner, for: start, generation: generation) }
+        return walk.owner
     }
 
     /// `inheritedOwner(of:)` for a directory known by its backing path (a file's parent),
@@ -56,33 +67,40 @@ extension OverlayFilesystem {
     /// swapped meanwhile never lends the tag of a directory elsewhere.
     func inheritedOwner(directoryPath: String) throws -> String {
         guard PathName.normalized(directoryPath) != PathName.normalized(rootPath) else {
-            return try inheritedOwner(directoryFD: try table.root.descriptor())
+            return try inheritedOwner(directoryFD: try table.root.descriptor()).owner
         }
         let directory = try openConfined(directoryPath, SystemConstants.pathOnly | O_DIRECTORY | O_CLOEXEC)
-        return try inheritedOwner(directoryFD: directory.rawValue)
+        return try inheritedOwner(directoryFD: directory.rawValue).owner
     }
 
     /// The walk itself, from a descriptor of the starting directory (not closed here).
-    private func inheritedOwner(directoryFD: Int32) throws -> String {
+    /// `level` is called with each level's descriptor (whether it is O_PATH) and status before
+    /// its tag is read.
+    /// - Returns: the owner, and whether the walk ended at a tag or at the backing root
+    ///   (`settled`; not when it reached the filesystem's root, from a directory moved out of
+    ///   the backing tree behind the mount's back).
+    private func inheritedOwner(directoryFD: Int32, level: ((Int32, Bool, stat) -> Void)? = nil) throws
+        -> (owner: String, settled: Bool) {
         let rootKey = table.root.key
         var st = try SystemCall.stat(fd: directoryFD)
-        if let owner = ownTag(of: directoryFD) { return owner }
-        guard BackingKey(st) != rootKey else { return options.account }
+        level?(directoryFD, true, st)
+        if let owner = ownTag(of: directoryFD) { return (owner, true) }
+        guard BackingKey(st) != rootKey else { return (options.account, true) }
         var readable = false
         var current = try openParent(of: directoryFD, readable: &readable)
         while true {
             let parentStat = try current.stat()
             // The filesystem root ends the walk (a directory moved out of the backing tree
             // behind the mount's back); so does the backing root.
-            guard BackingKey(parentStat) != BackingKey(st) else { break }
+            guard BackingKey(parentStat) != BackingKey(st) else { return (options.account, false) }
             st = parentStat
+            level?(current.rawValue, !readable, st)
             let tag = readable ? DirectoryOwner.read(fd: current.rawValue)
                                : DirectoryOwner.read(path: ProcessDescriptorPath.path(of: current.rawValue))
-            if let tag { return tag }
-            if BackingKey(st) == rootKey { break }
+            if let tag { return (tag, true) }
+            if BackingKey(st) == rootKey { return (options.account, true) }
             current = try openParent(of: current.rawValue, readable: &readable)
         }
-        return options.account
     }
 
     /// The tag of the directory open as `fd` (an O_PATH descriptor, which fgetxattr refuses):

@@ -23,6 +23,9 @@ final class OverlayFilesystem: @unchecked Sendable {
     /// Absolute, symlink-free path of the backing directory.
     let rootPath: String
     let table: InodeTable
+    /// The owner walk's answers per directory (nil when the backing filesystem does not
+    /// notify every change: the walk then runs for every create).
+    let ownerCache: InheritedOwnerCache?
     /// Connection options (max_write=...) parsed from -o, applied when the session starts.
     var connectionOptions: OpaquePointer?
     /// Whether the kernel writes an inode's dirty shared-map pages back at every close even
@@ -123,6 +126,7 @@ final class OverlayFilesystem: @unchecked Sendable {
         } catch {
             throw MAMError.system("stat \(rootPath)", errno: error.rawValue)
         }
+        ownerCache = InheritedOwnerCache(rootFD: root.rawValue, rootKey: BackingKey(st))
         table = InodeTable(rootFD: root.take(), rootStat: st)
         confinedRoot = try ConfinedDirectory(path: rootPath)
         daemonLog.update(from: context)
