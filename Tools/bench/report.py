@@ -14,6 +14,7 @@ import sys
 METRICS = {
     "seq_write_MBps": ("1 sequential write (dd bs=1M, fsync)", "MB/s", True),
     "seq_read_MBps": ("1 sequential read (cold cache)", "MB/s", True),
+    "seq_read_cached_MBps": ("1 sequential read (backing files cached)", "MB/s", True),
     "small_extract_s": ("2 small files: tar x", "s", False),
     "small_ls_s": ("2 small files: ls -lR", "s", False),
     "small_cat_s": ("2 small files: cat all", "s", False),
