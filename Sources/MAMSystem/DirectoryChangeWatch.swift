@@ -3,11 +3,15 @@ import Glibc
 
 /// A fanotify group that tells whether any directory it watches changed in a way that can
 /// change what is inherited from it: an attribute of the directory itself (an extended
-/// attribute such as an owner tag, a mode), the directory moved to another place, or removed.
+/// attribute such as an owner tag, a mode), the directory moved to another place, or removed;
+/// and whether this mount namespace's mount table changed (a mount on a directory changes
+/// where ".." leads below it, with no event on any directory).
 /// Mirrors fanotify(7) with inode marks and FAN_REPORT_FID (allowed to unprivileged users
-/// since Linux 5.13): the kernel queues an event before the call that made the change returns,
-/// so a `drainChanges()` after that call sees it, whichever process made the change. Unlike an
-/// inotify watch, a mark without FAN_EVENT_ON_CHILD reports nothing about the files inside.
+/// since Linux 5.13), and poll(2) of /proc/self/mountinfo (POLLPRI after a change, proc(5)):
+/// the kernel queues an event, or counts the mount table's change, before the call that made
+/// the change returns, so a `drainChanges()` after that call sees it, whichever process made
+/// the change. Unlike an inotify watch, a mark without FAN_EVENT_ON_CHILD reports nothing about
+/// the files inside.
 ///
 /// Not thread-safe: callers serialize its calls (the owner cache holds a lock).
 public final class DirectoryChangeWatch {
@@ -15,6 +19,13 @@ public final class DirectoryChangeWatch {
     static let mask = UInt64(FAN_ATTRIB) | UInt64(FAN_MOVE_SELF) | UInt64(FAN_DELETE_SELF) | UInt64(FAN_ONDIR)
 
     private let fd: Int32
+    /// /proc/self/mountinfo, polled for POLLPRI.
+    private let mountTable: Int32
+    /// Reads of the queue per `drainChanges` at most: a process that keeps changing a marked
+    /// directory cannot hold the caller there (what is left is read next time, a change again).
+    static let readsPerDrain = 8
+    /// The group and the mount table, as poll(2) takes them (kept: no allocation per drain).
+    private var pollSet: [pollfd]
     /// Marks placed since the group started or was last emptied (a directory marked twice
     /// counts twice; the kernel drops the mark of a removed directory by itself).
     public private(set) var marksPlaced = 0
@@ -24,15 +35,27 @@ public final class DirectoryChangeWatch {
     /// Starts a notification group (non-blocking, close-on-exec, events naming the object by
     /// file identifier: no descriptor is opened per event).
     /// - Throws: `Errno` from fanotify_init (EMFILE when the user's groups are used up, EPERM or
-    ///   EINVAL on a kernel without unprivileged fanotify).
+    ///   EINVAL on a kernel without unprivileged fanotify), or from opening /proc/self/mountinfo
+    ///   (ENOENT when /proc is not mounted).
     public init() throws(Errno) {
+        let mountTable = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        guard mountTable >= 0 else { throw Errno.current }
         let fd = fanotify_init(UInt32(FAN_CLASS_NOTIF) | UInt32(FAN_CLOEXEC) | UInt32(FAN_NONBLOCK) | UInt32(FAN_REPORT_FID),
                                UInt32(O_RDONLY | O_CLOEXEC))
-        guard fd >= 0 else { throw Errno.current }
+        guard fd >= 0 else {
+            let error = Errno.current
+            close(mountTable)
+            throw error
+        }
         self.fd = fd
+        self.mountTable = mountTable
+        pollSet = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: mountTable, events: Int16(POLLPRI), revents: 0)]
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(fd)
+        close(mountTable)
+    }
 
     /// Watches the directory open as `directoryFD` (a readable descriptor, or an O_PATH one,
     /// which is marked through its /proc/self/fd path). Marking a directory already marked
@@ -53,20 +76,22 @@ public final class DirectoryChangeWatch {
         marksPlaced = 0
     }
 
-    /// Reads every queued event without waiting.
-    /// - Returns: true when any was queued (a change, or the queue's overflow: each means
-    ///   "something may have changed"); a read error other than EAGAIN counts as a change too,
-    ///   so a caller never trusts what it cannot check.
+    /// Reads the queued events without waiting (at most `readsPerDrain` reads), and whether the
+    /// mount table changed since the last call: one poll(2) when nothing did.
+    /// - Returns: true when anything changed (an event, the queue's overflow, the mount table);
+    ///   an error of poll or read other than EAGAIN counts as a change too, so a caller never
+    ///   trusts what it cannot check.
     public func drainChanges() -> Bool {
-        var changed = false
-        while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                changed = true
-                continue
-            }
-            if n < 0, errno == EINTR { continue }
-            return changed || n == 0 || errno != EAGAIN
+        pollSet[0].revents = 0
+        pollSet[1].revents = 0
+        var n: Int32
+        repeat { n = poll(&pollSet, 2, 0) } while n < 0 && errno == EINTR
+        guard n != 0 else { return false }
+        guard n > 0, pollSet[0].revents != 0 else { return true }
+        for _ in 0..<Self.readsPerDrain {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EAGAIN { break }
         }
+        return true
     }
 }

@@ -67,6 +67,25 @@ struct InheritedOwnerCacheTests {
         }
     }
 
+    @Test("A directory above mounted over and unmounted on the backing path: the next new file below follows where \"..\" leads",
+          .enabled(if: geteuid() == 0, "bind-mounts on the backing path"))
+    func mountOverALevelBehindTheMount() throws {
+        try withMount(.managed) { m in
+            // The shell stays in home/inbox: its creates go to that directory while home is
+            // covered, and the walk's ".." from it lands on what is mounted there.
+            let r = try m.sh("""
+            mkdir -p home/inbox work && setfattr -n user.mam.owner -v '' home && cd home/inbox && \
+            echo a > f1 && echo b > f2 && mount --bind "$B/work" "$B/home" || exit 1
+            echo c > f3; rc=$?
+            umount "$B/home" || exit 1
+            [ $rc = 0 ] && echo d > f4
+            """)
+            #expect(r.status == 0, "\(r.err)")
+            #expect(try Self.owners(m, ["home/inbox/f1", "home/inbox/f2", "home/inbox/f3", "home/inbox/f4"])
+                    == ["personal", "personal", MountedFixture.account, "personal"])
+        }
+    }
+
     @Test("The daemon keeps the walk's answer: it marks each level it read, up to the backing root",
           .enabled(if: !MountedFixture.useInProcess, "needs the daemon's own /proc/<pid>/fdinfo"))
     func levelsAreWatched() throws {

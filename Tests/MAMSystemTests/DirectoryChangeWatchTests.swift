@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import MAMSystem
 import Testing
@@ -50,6 +51,31 @@ import Testing
         #expect(watch.marksPlaced == 0)
         #expect(chmod(scratch.file("d"), 0o755) == 0)
         #expect(!watch.drainChanges())
+    }
+
+    @Test("A mount and an unmount in this namespace are reported at once",
+          .enabled(if: geteuid() == 0, "bind-mounts a scratch directory"))
+    func reportsMountTableChanges() throws {
+        let scratch = try ScratchDirectory()
+        #expect(mkdir(scratch.file("a"), 0o755) == 0 && mkdir(scratch.file("b"), 0o755) == 0)
+        let watch = try DirectoryChangeWatch()
+        #expect(!watch.drainChanges())
+        #expect(try Self.run("/bin/mount", ["--bind", scratch.file("a"), scratch.file("b")]) == 0)
+        let mounted = watch.drainChanges()
+        let unmounted = try Self.run("/bin/umount", [scratch.file("b")]) == 0
+        #expect(mounted, "mounted")
+        #expect(unmounted)
+        #expect(watch.drainChanges(), "unmounted")
+        #expect(!watch.drainChanges())
+    }
+
+    static func run(_ tool: String, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
     }
 
     @Test("A mark of a file, or of a descriptor that is not open, fails with the kernel's errno")

@@ -75,17 +75,21 @@ extension OverlayFilesystem {
 
     /// The walk itself, from a descriptor of the starting directory (not closed here).
     /// `level` is called with each level's descriptor (whether it is O_PATH) and status before
-    /// its tag is read.
-    /// - Returns: the owner, and whether the walk ended at a tag or at the backing root
-    ///   (`settled`; not when it reached the filesystem's root, from a directory moved out of
-    ///   the backing tree behind the mount's back).
+    /// its tag is read. A level whose tag cannot be read (the daemon may not read the
+    /// directory: user attributes need read permission; or an I/O error) counts as untagged.
+    /// - Returns: the owner, and whether it is settled: the walk ended at a tag or at the
+    ///   backing root and read every level's tag (not when it reached the filesystem's root,
+    ///   from a directory moved out of the backing tree behind the mount's back, nor when a
+    ///   read failed). Only a settled answer is kept.
     private func inheritedOwner(directoryFD: Int32, level: ((Int32, Bool, stat) -> Void)? = nil) throws
         -> (owner: String, settled: Bool) {
         let rootKey = table.root.key
         var st = try SystemCall.stat(fd: directoryFD)
         level?(directoryFD, true, st)
-        if let owner = ownTag(of: directoryFD) { return (owner, true) }
-        guard BackingKey(st) != rootKey else { return (options.account, true) }
+        let own = ownTag(of: directoryFD)
+        var known = own.known
+        if let tag = own.tag { return (tag, known) }
+        guard BackingKey(st) != rootKey else { return (options.account, known) }
         var readable = false
         var current = try openParent(of: directoryFD, readable: &readable)
         while true {
@@ -95,28 +99,38 @@ extension OverlayFilesystem {
             guard BackingKey(parentStat) != BackingKey(st) else { return (options.account, false) }
             st = parentStat
             level?(current.rawValue, !readable, st)
-            let tag = readable ? DirectoryOwner.read(fd: current.rawValue)
-                               : DirectoryOwner.read(path: ProcessDescriptorPath.path(of: current.rawValue))
-            if let tag { return (tag, true) }
-            if BackingKey(st) == rootKey { return (options.account, true) }
+            let fd = current.rawValue
+            let read = readable ? Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(fd: fd) }
+                                : Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(path: ProcessDescriptorPath.path(of: fd)) }
+            known = known && read.known
+            if let tag = read.tag { return (tag, known) }
+            if BackingKey(st) == rootKey { return (options.account, known) }
             current = try openParent(of: current.rawValue, readable: &readable)
         }
     }
 
     /// The tag of the directory open as `fd` (an O_PATH descriptor, which fgetxattr refuses):
-    /// read from a readable descriptor of the same directory (openat of "."), or through its
-    /// /proc/self/fd path when the daemon may not read the directory. The readable open skips
-    /// procfs's walk of /proc/self/fd/N, the costlier part of the read on every create.
-    private func ownTag(of fd: Int32) -> String? {
+    /// read from a readable descriptor of the same directory (openat of "."), else through its
+    /// /proc/self/fd path (which fails too when the daemon may not read the directory). The
+    /// readable open skips procfs's walk of /proc/self/fd/N, the costlier part of the read on
+    /// every create.
+    private func ownTag(of fd: Int32) -> (tag: String?, known: Bool) {
         let readable = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard readable >= 0 else { return DirectoryOwner.read(path: ProcessDescriptorPath.path(of: fd)) }
+        guard readable >= 0 else {
+            return Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(path: ProcessDescriptorPath.path(of: fd)) }
+        }
         defer { close(readable) }
-        return DirectoryOwner.read(fd: readable)
+        return Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(fd: readable) }
+    }
+
+    /// A level's tag as the walk takes it: a failed read is untagged, and not `known`.
+    private static func levelTag(_ read: () throws(Errno) -> String?) -> (tag: String?, known: Bool) {
+        do { return (try read(), true) } catch { return (nil, false) }
     }
 
     /// The directory above the one open as `fd`: open for reading (`readable` set) when the
-    /// daemon may read it, else an O_PATH descriptor (a directory without read permission
-    /// for the daemon's user still has its tag read, through its /proc/self/fd path).
+    /// daemon may read it, else an O_PATH descriptor (the walk goes on above a directory
+    /// without read permission for the daemon's user; its own tag cannot be read).
     /// - Throws: `Errno` from the O_PATH open (ENOENT, ESTALE, EMFILE).
     private func openParent(of fd: Int32, readable: inout Bool) throws -> FileDescriptor {
         let parent = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -18,6 +18,19 @@ public enum DirectoryOwner {
         (try? ExtendedAttributes(path: path).string(attributeName)) ?? nil
     }
 
+    /// `read(fd:)` that tells a missing tag (nil) from a read that failed.
+    /// - Throws: `Errno` of fgetxattr other than ENODATA (EACCES when the caller may not read
+    ///   the directory, ENOTSUP, EIO).
+    public static func tag(fd: Int32) throws(Errno) -> String? {
+        try ExtendedAttributes(descriptor: fd).string(attributeName)
+    }
+
+    /// `read(path:)` that tells a missing tag (nil) from a read that failed.
+    /// - Throws: `Errno` of getxattr other than ENODATA.
+    public static func tag(path: String) throws(Errno) -> String? {
+        try ExtendedAttributes(path: path).string(attributeName)
+    }
+
     /// Tags the directory at `path`.
     /// - Throws: `.system` when the backing filesystem refuses user xattrs.
     public static func write(path: String, owner: String) throws {
