@@ -25,9 +25,7 @@ peak RSS come from /proc/PID) and is pinned with taskset, once per placement
 (docs/PERFORMANCE.md): "same" = daemon and client on CPU 0, "split" = client CPU 0, daemon CPU 1.
 Rounds are interleaved (round 1: every placement and mount, round 2: the same in reverse order,
 so no mount always follows the same neighbour; round 3 as round 1 ...). Workloads:
-  1 seq       dd bs=1M conv=fsync write, drop caches, dd read            (MB/s)
-              and again with only the mount's own files read into the cache first (the
-              read path without the disk, whose cold speed follows the host's cache)
+  1 seq       dd bs=1M conv=fsync write, drop caches, dd read, and with backing cached (MB/s)
   2 small     tar x of N files of 1-16 KiB in D directories, ls -lR, cat all, rm -rf (s)
   3 fio       4 KiB randread and randwrite, invalidate=1, psync          (IOPS)
   4 smallw    dd bs=512 count=131072 (64 MiB of 512-byte writes)         (MB/s)
@@ -307,16 +305,13 @@ def workload_seq(m, cfg):
     read = cfg["seq_mib"] * 1.048576 / t
     drop_caches()
     read_backing_files(m)
-    t = timed(CLIENT + ["dd", f"if={target}", "of=/dev/null", "bs=1M", "status=none"])
-    cached = cfg["seq_mib"] * 1.048576 / t
+    cached = cfg["seq_mib"] * 1.048576 / timed(CLIENT + ["dd", f"if={target}", "of=/dev/null", "bs=1M", "status=none"])
     os.unlink(target)
     return {"seq_write_MBps": write, "seq_read_MBps": read, "seq_read_cached_MBps": cached}
 
 
 def read_backing_files(m):
-    """Reads every file the mount keeps on the disk (its backing directory, state, image:
-    whatever is below its base on the base's own filesystem) into the page cache, so a read
-    through the mount then measures the filesystem's read path without the disk."""
+    """Reads the mount's files on the disk (below its base, on that filesystem) into the cache."""
     run(["find", m.base, "-xdev", "-type", "f", "-exec", "cat", "{}", "+"], stdout=subprocess.DEVNULL)
 
 
