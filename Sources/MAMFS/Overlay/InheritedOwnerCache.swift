@@ -8,12 +8,12 @@ import Synchronization
 /// Each answer depends on the levels the walk read, from the directory up to the first tagged
 /// one or the backing root: their tags and their places. Every such level is watched
 /// (`DirectoryChangeWatch`: an attribute set, a move, a removal, by the mount or by any other
-/// process on the backing tree) before its tag is read, and any event drops every answer. The
-/// queue is read before each answer is given, so a change that completed before a create
-/// began is seen by it. An answer is kept only when every level it read is watched and on the
-/// backing root's filesystem, which must be one that notifies every change
-/// (`FilesystemType.changesAreNotified`); otherwise the walk runs on every create, as without
-/// the cache.
+/// process on the backing tree) before its tag is read, and any event, or a change of the mount
+/// table, drops every answer. Both are checked before each answer is given, so a change that
+/// completed before a create began is seen by it. An answer is kept only when the walk read
+/// every level's tag and every level it read is watched and on the backing root's filesystem,
+/// which must be one that notifies every change (`FilesystemType.changesAreNotified`);
+/// otherwise the walk runs on every create, as without the cache.
 final class InheritedOwnerCache: @unchecked Sendable {
     /// Answers kept at most (all are dropped when full: a directory's next create walks again).
     static let capacity = 4096
