@@ -4,7 +4,7 @@ import Glibc
 /// What kind of filesystem a descriptor lives on (statfs(2)'s `f_type`).
 public enum FilesystemType {
     /// ext4 (and ext2/3), XFS, Btrfs, tmpfs, F2FS: local filesystems whose every change, by
-    /// any process of this machine, reaches inotify. A network or FUSE filesystem changed from
+    /// any process of this machine, reaches fanotify and inotify. A network or FUSE filesystem changed from
     /// elsewhere, or an overlayfs whose lower layer changed, does not tell.
     static let locallyNotified: Set<Int> = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0xF2F5_2010]
 

@@ -10,12 +10,12 @@ public enum DirectoryOwner {
 
     /// The owner tag of the directory open as `fd`, or nil when untagged ("" = unmanaged tag).
     public static func read(fd: Int32) -> String? {
-        (try? ExtendedAttributes(descriptor: fd).string(attributeName)) ?? nil
+        (try? tag(fd: fd)) ?? nil
     }
 
     /// The owner tag of the directory at `path`, or nil.
     public static func read(path: String) -> String? {
-        (try? ExtendedAttributes(path: path).string(attributeName)) ?? nil
+        (try? tag(path: path)) ?? nil
     }
 
     /// `read(fd:)` that tells a missing tag (nil) from a read that failed.
