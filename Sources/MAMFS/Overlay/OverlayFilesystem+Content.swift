@@ -75,37 +75,35 @@ extension OverlayFilesystem {
 
     /// The walk itself, from a descriptor of the starting directory (not closed here).
     /// `level` is called with each level's descriptor (whether it is O_PATH) and status before
-    /// its tag is read. A level whose tag cannot be read (the daemon may not read the
-    /// directory: user attributes need read permission; or an I/O error) counts as untagged.
+    /// its tag is read. A level on a filesystem without user attributes counts as untagged.
+    /// A level whose tag cannot be read ends the walk with an error: the daemon may not read
+    /// the directory (user attributes need read permission, which a daemon run by a user
+    /// lacks on a 0311 directory, its own included) or the read failed (EIO). Taking such a
+    /// level as untagged could give a new file below a work directory a personal owner, and
+    /// its bytes would reach the backing disk in plaintext.
     /// - Returns: the owner, and whether it is settled: the walk ended at a tag or at the
-    ///   backing root and read every level's tag (not when it reached the filesystem's root,
-    ///   from a directory moved out of the backing tree behind the mount's back, nor when a
-    ///   read failed). Only a settled answer is kept.
+    ///   backing root (not when it reached the filesystem's root, from a directory moved out
+    ///   of the backing tree behind the mount's back). Only a settled answer is kept.
+    /// - Throws: `Errno` of a level's open or tag read (EACCES, EIO, EMFILE, ESTALE).
     private func inheritedOwner(directoryFD: Int32, level: ((Int32, Bool, stat) -> Void)? = nil) throws
         -> (owner: String, settled: Bool) {
         let rootKey = table.root.key
         var st = try SystemCall.stat(fd: directoryFD)
         level?(directoryFD, true, st)
-        let own = ownTag(of: directoryFD)
-        var known = own.known
-        if let tag = own.tag { return (tag, known) }
-        guard BackingKey(st) != rootKey else { return (options.account, known) }
-        var readable = false
-        var current = try openParent(of: directoryFD, readable: &readable)
+        if let tag = try ownTag(of: directoryFD) { return (tag, true) }
+        guard BackingKey(st) != rootKey else { return (options.account, true) }
+        var current = try openParent(of: directoryFD)
         while true {
             let parentStat = try current.stat()
             // The filesystem root ends the walk (a directory moved out of the backing tree
             // behind the mount's back); so does the backing root.
             guard BackingKey(parentStat) != BackingKey(st) else { return (options.account, false) }
             st = parentStat
-            level?(current.rawValue, !readable, st)
+            level?(current.rawValue, false, st)
             let fd = current.rawValue
-            let read = readable ? Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(fd: fd) }
-                                : Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(path: ProcessDescriptorPath.path(of: fd)) }
-            known = known && read.known
-            if let tag = read.tag { return (tag, known) }
-            if BackingKey(st) == rootKey { return (options.account, known) }
-            current = try openParent(of: current.rawValue, readable: &readable)
+            if let tag = try Self.levelTag({ () throws(Errno) in try DirectoryOwner.tag(fd: fd) }) { return (tag, true) }
+            if BackingKey(st) == rootKey { return (options.account, true) }
+            current = try openParent(of: current.rawValue)
         }
     }
 
@@ -114,30 +112,32 @@ extension OverlayFilesystem {
     /// /proc/self/fd path (which fails too when the daemon may not read the directory). The
     /// readable open skips procfs's walk of /proc/self/fd/N, the costlier part of the read on
     /// every create.
-    private func ownTag(of fd: Int32) -> (tag: String?, known: Bool) {
+    /// - Throws: `Errno` as `levelTag`.
+    private func ownTag(of fd: Int32) throws(Errno) -> String? {
         let readable = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard readable >= 0 else {
-            return Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(path: ProcessDescriptorPath.path(of: fd)) }
+            return try Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(path: ProcessDescriptorPath.path(of: fd)) }
         }
         defer { close(readable) }
-        return Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(fd: readable) }
+        return try Self.levelTag { () throws(Errno) in try DirectoryOwner.tag(fd: readable) }
     }
 
-    /// A level's tag as the walk takes it: a failed read is untagged, and not `known`.
-    private static func levelTag(_ read: () throws(Errno) -> String?) -> (tag: String?, known: Bool) {
-        do { return (try read(), true) } catch { return (nil, false) }
+    /// A level's tag as the walk takes it: nil when untagged or on a filesystem without user
+    /// attributes (ENOTSUP: nothing there can be tagged).
+    /// - Throws: `Errno` of any other failed read (EACCES, EPERM, EIO): the level's owner is
+    ///   unknown.
+    private static func levelTag(_ read: () throws(Errno) -> String?) throws(Errno) -> String? {
+        do { return try read() } catch where error.rawValue == EOPNOTSUPP { return nil }
     }
 
-    /// The directory above the one open as `fd`: open for reading (`readable` set) when the
-    /// daemon may read it, else an O_PATH descriptor (the walk goes on above a directory
-    /// without read permission for the daemon's user; its own tag cannot be read).
-    /// - Throws: `Errno` from the O_PATH open (ENOENT, ESTALE, EMFILE).
-    private func openParent(of fd: Int32, readable: inout Bool) throws -> FileDescriptor {
+    /// The directory above the one open as `fd`, open for reading (its tag is read from the
+    /// descriptor). A directory the daemon may not read cannot have its tag read either, so
+    /// its EACCES ends the walk here.
+    /// - Throws: `Errno` (EACCES, ENOENT, ESTALE, EMFILE).
+    private func openParent(of fd: Int32) throws -> FileDescriptor {
         let parent = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        readable = parent >= 0
-        if parent >= 0 { return FileDescriptor(adopting: parent) }
-        guard errno == EACCES || errno == EPERM else { throw Errno.current }
-        return try FileDescriptor.openPath(in: fd, "..", flags: O_DIRECTORY)
+        guard parent >= 0 else { throw Errno.current }
+        return FileDescriptor(adopting: parent)
     }
 
     /// The backing path of `name` in the directory `dir`.
