@@ -194,6 +194,7 @@ enum AccountCommands {
 
     static func summary(of report: WipeReport, account: String) -> String {
         "Wiped \(account): removed \(report.removedFiles) file\(report.removedFiles == 1 ? "" : "s") and \(report.removedDirectories) director\(report.removedDirectories == 1 ? "y" : "ies"), destroyed \(report.keysDestroyed) key\(report.keysDestroyed == 1 ? "" : "s")"
+            + (report.unexamined == 0 ? "" : "; \(report.unexamined) entr\(report.unexamined == 1 ? "y" : "ies") not examined (see the notes)")
     }
 
     static func describe(_ progress: WipeProgress) -> String {

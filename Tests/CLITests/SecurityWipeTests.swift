@@ -60,6 +60,36 @@ struct SecurityWipeTests {
         #expect(unenroll.status == 66, "\(unenroll.err)")
     }
 
+    @Test("a wipe names each entry it could not examine (a directory or file its user may not read, a damaged header) and wipes the rest",
+          .enabled(if: geteuid() == 0, "runs the wipe as user nobody"))
+    func unexaminedEntriesAreNamed() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let here = try managedFile(sandbox, "root/here.txt", "here\n")
+        let locked = try managedFile(sandbox, "root/locked/secret.txt", "locked away\n")
+        let shut = try managedFile(sandbox, "root/shut.txt", "shut\n")
+        let damaged = try managedFile(sandbox, "root/damaged.bin", "damaged\n")
+        #expect(truncate(damaged, 20) == 0)
+        let chowned = try runProcess("/usr/bin/chown", ["-R", "65534:65534", sandbox.state, sandbox.path("root"), damaged],
+                                     stdin: Data(), environment: sandbox.environment)
+        try #require(chowned.status == 0, "\(chowned.err)")
+        #expect(chown(sandbox.path("root/locked"), 0, 0) == 0 && chmod(sandbox.path("root/locked"), 0o700) == 0)
+        #expect(chown(shut, 0, 0) == 0)
+        let result = try runProcess("/usr/bin/setpriv",
+                                    ["--reuid=65534", "--regid=65534", "--clear-groups", MamfsBinary.path,
+                                     "wipe", Fixtures.account, "--root", sandbox.path("root"), "--state", sandbox.state],
+                                    stdin: Data(), environment: sandbox.environment)
+        #expect(result.status == 0, "\(result.err)")
+        #expect(!sandbox.exists(here), "the readable file is wiped")
+        for path in [locked, shut, damaged] { #expect(sandbox.exists(path), "\(path) stays") }
+        let notes = result.err.split(separator: "\n").filter { $0.contains("not examined") }
+        #expect(notes.count == 3, "\(result.err)")
+        #expect(notes.contains { $0.contains(sandbox.path("root/locked") + ": not examined: Permission denied") }, "\(result.err)")
+        #expect(notes.contains { $0.contains(shut + ": not examined: Permission denied") }, "\(result.err)")
+        #expect(notes.contains { $0.contains(damaged + ": not examined: its header cannot be read") }, "\(result.err)")
+        #expect(result.out.contains("3 entries not examined"), "\(result.out)")
+    }
+
     @Test("wipe does not cross a mount point inside a root and says so")
     func wipeDoesNotCrossMountPoints() throws {
         let sandbox = try Sandbox()

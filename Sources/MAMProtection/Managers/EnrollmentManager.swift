@@ -20,8 +20,12 @@ public struct WipeReport: Equatable, Sendable {
     /// Entries of provider temp areas (`.mamfs-provider/tmp`) and rewrites' temp files left by
     /// a killed writer (`WriterTemporaryName`) that were removed.
     public var removedTemporaries = 0
-    /// What the walk skipped and why (a mount point, a root that became a symbolic link), one
-    /// line each, for the user.
+    /// Files and directories the walk could not examine (one the wipe's user may not read, a
+    /// file whose header is damaged): whatever of the account's data they hold is still there.
+    /// Each has a line in `notes`.
+    public var unexamined = 0
+    /// What the walk skipped and why (a mount point, a root that became a symbolic link, an
+    /// entry it could not examine), one line each, for the user.
     public var notes: [String] = []
 }
 

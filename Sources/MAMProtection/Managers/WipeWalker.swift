@@ -141,7 +141,7 @@ struct WipeWalker {
         report.roots.append(root.path)
         switch st.st_mode & S_IFMT {
         case S_IFDIR:
-            guard let descriptor = try? FileDescriptor.open(in: root.parent, root.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return }
+            guard let descriptor = openDirectory(in: root.parent, root.name, path: root.path) else { return }
             let fd = descriptor.rawValue
             var opened = stat()
             guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == st.st_dev else { return }
@@ -174,7 +174,7 @@ struct WipeWalker {
                     report.notes.append("\(child): not crossed, it is a mount point (another filesystem); its files were not examined")
                     continue
                 }
-                guard let descriptor = try? FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { continue }
+                guard let descriptor = openDirectory(in: directory, name, path: child) else { continue }
                 let fd = descriptor.rawValue
                 var opened = stat()
                 guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == device else { continue }
@@ -210,8 +210,16 @@ struct WipeWalker {
             let fd = try FileDescriptor.open(in: directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
             let same = fstat(fd.rawValue, &opened) == 0 && (opened.st_mode & S_IFMT) == S_IFREG
                 && opened.st_ino == expected.st_ino && opened.st_dev == expected.st_dev
-            header = same ? try? ProtectedFileHeader.read(fd: fd.rawValue) : nil
+            guard same else { return }
+            do {
+                header = try ProtectedFileHeader.read(fd: fd.rawValue)
+            } catch {
+                notExamined(path, because: "its header cannot be read (\(error))")
+                return
+            }
         } catch {
+            // Gone, or replaced by a symbolic link, since it was listed: nothing of the owner's.
+            if error.rawValue != ENOENT && error.rawValue != ELOOP { notExamined(path, because: error.description) }
             return
         }
         guard let header, header.owner == owner else { return }
@@ -223,6 +231,27 @@ struct WipeWalker {
         guard unlinkat(directory, name, 0) == 0 else { throw MAMError.fromErrno("remove \(path)") }
         report.removedFiles += 1
         removed?(path)
+    }
+
+    /// Opens the directory `name` in `directory` for the walk, noting in the report why it could
+    /// not be opened (a directory the wipe's user may not read): its files stay unexamined, and
+    /// the user is told so rather than left to believe the tree is clean. A directory gone or
+    /// replaced by a symbolic link since it was listed is skipped without a note.
+    private mutating func openDirectory(in directory: Int32, _ name: UnsafePointer<CChar>, path: String) -> FileDescriptor? {
+        do {
+            return try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        } catch {
+            if error.rawValue != ENOENT && error.rawValue != ELOOP && error.rawValue != ENOTDIR {
+                notExamined(path, because: error.description)
+            }
+            return nil
+        }
+    }
+
+    /// Records that `path` could not be examined (`WipeReport.unexamined` and a note).
+    private mutating func notExamined(_ path: String, because reason: String) {
+        report.unexamined += 1
+        report.notes.append("\(path): not examined: \(reason); any of the account's data there is still on disk")
     }
 
     /// Removes the rewrite temp files in `directory` that a killed writer left
