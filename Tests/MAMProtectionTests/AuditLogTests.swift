@@ -382,6 +382,25 @@ struct AuditLogTests {
         #expect(try log.records().last?.path == "/w/room-again")
     }
 
+    @Test("an append whose tail the state cannot store is cut back: the command fails and leaves no record, and the log still verifies")
+    func unstoredTailLeavesNoRecord() throws {
+        let (fixture, log) = try fiveRecords()
+        let before = try Data(contentsOf: log.url)
+        // The state refuses every write of the tail (as a read-only or full state would).
+        try fixture.context.state.database.execute("""
+            CREATE TRIGGER refuse_tail_update BEFORE UPDATE ON audit_tail BEGIN SELECT RAISE(ABORT, 'refused'); END;
+            CREATE TRIGGER refuse_tail_insert BEFORE INSERT ON audit_tail BEGIN SELECT RAISE(ABORT, 'refused'); END;
+            """)
+        #expect(throws: MAMError.self) { try log.recordNow([denial("/w/declassified", action: "decrypt")]) }
+        let after = try Data(contentsOf: log.url)
+        #expect(after == before, "the record of the failed append is cut back (\(before.count) bytes before, \(after.count) after)")
+        #expect(try log.verify() == .verified(records: 5))
+        try fixture.context.state.database.execute("DROP TRIGGER refuse_tail_update; DROP TRIGGER refuse_tail_insert;")
+        try log.recordNow([denial("/w/later", action: "later")])
+        #expect(try log.verify() == .verified(records: 6))
+        #expect(try log.records().map(\.path).suffix(1) == ["/w/later"])
+    }
+
     @Test("recordNow writes at once, identical events as one counted record, and throws when the log cannot be written")
     func recordNowWritesOrThrows() throws {
         let (fixture, log) = try fiveRecords()

@@ -187,18 +187,21 @@ public final class AuditLog: @unchecked Sendable {
             tail = AuditTail(seq: record.seq, hash: record.hash)
         }
         // O_APPEND: the offset is ignored, every write goes to the end of the file. A write or
-        // fsync that fails (a full disk) may have left part of a record: the log is cut back to
-        // its length before, so the next append does not follow a torn line.
+        // fsync that fails (a full disk) may have left part of a record, and a tail the state
+        // cannot store (a read-only or full state) would leave records the state does not vouch
+        // for, which `verify` reports as appended by something else: either way the log is cut
+        // back to its length before (under the same lock), so the append is all or nothing and
+        // a command whose record failed leaves none.
         let fd = file.rawValue
         do {
             try bytes.withUnsafeBytes { try FileIO.pwriteFully(fd, $0, at: 0) }
             do { try file.sync() } catch { throw MAMError.system("fsync \(url.path)", errno: error.rawValue) }
+            try state.setAuditTail(tail)
         } catch {
             _ = ftruncate(fd, info.st_size)
             _ = fsync(fd)
             throw error
         }
-        try state.setAuditTail(tail)
     }
 
     // MARK: Reading
