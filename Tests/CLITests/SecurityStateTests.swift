@@ -90,6 +90,30 @@ struct SecurityStateTests {
         #expect(listed.out.contains(Fixtures.account), "\(listed.out)")
     }
 
+    @Test("side files SQLite made while the database was read-only get the database's mode again: later writes work",
+          .enabled(if: geteuid() == 0, "runs mamfs as user nobody"))
+    func readOnlyMomentLeavesNoReadOnlySideFiles() throws {
+        let sandbox = try Sandbox()
+        #expect(try sandbox.run(["init"]).status == 0)
+        let chowned = try runProcess("/usr/bin/chown", ["-R", "65534:65534", sandbox.state], stdin: Data(), environment: sandbox.environment)
+        try #require(chowned.status == 0, "\(chowned.err)")
+        func asNobody(_ arguments: [String]) throws -> ProcessResult {
+            try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", MamfsBinary.path]
+                           + arguments + ["--state", sandbox.state], stdin: Data(), environment: sandbox.environment)
+        }
+        let database = sandbox.state + "/state.db"
+        #expect(chmod(database, 0o400) == 0)
+        let read = try asNobody(["accounts"])
+        #expect(read.status == 0, "\(read.err)")
+        #expect(mode(database + "-shm") == 0o400, "SQLite made the side file with the read-only mode")
+        #expect(chmod(database, 0o600) == 0)
+        let policy = try sandbox.write("policy-encrypt.json", Fixtures.encryptingPolicy)
+        let enrolled = try asNobody(["enroll", Fixtures.account, "--upn", Fixtures.upn, "--policy", policy])
+        #expect(enrolled.status == 0, "\(enrolled.err)")
+        let listed = try asNobody(["accounts"])
+        #expect(listed.out.contains(Fixtures.account), "\(listed.out) \(listed.err)")
+    }
+
     @Test("a state directory another user cannot read reports permission denied (77), not a missing state")
     func unreadableStateIsPermissionDenied() throws {
         let sandbox = try Sandbox()

@@ -11,7 +11,9 @@ extension StateDirectory {
     ///   group or others, or `master.key` is owned by another user or readable or writable by
     ///   group or others. A missing directory is not an error here (opening then reports that
     ///   there is no state); missing `-wal`/`-shm` files are normal (SQLite makes them with the
-    ///   database's mode).
+    ///   database's mode). A `-wal` or `-shm` file whose permission bits are not the database's
+    ///   (made while the database was read-only for a moment: SQLite leaves them 0400, and every
+    ///   later write fails) is given the database's bits.
     public func requireSafeToOpen() throws {
         let path = url.path
         var st = stat()
@@ -33,6 +35,11 @@ extension StateDirectory {
             guard stat(file, &entry) == 0 else { continue }
             try Self.requireOwned(entry, what: "state database file", path: file)
             try Self.requireMode(entry, without: 0o022, what: "state database file", path: file, harm: "written", fix: "chmod 600")
+            let databaseBits = database.st_mode & 0o777
+            if file != databaseURL.path, database.st_nlink > 0, entry.st_mode & 0o777 != databaseBits,
+               chmod(file, databaseBits) != 0 {
+                throw MAMError.system("cannot give \(file) the mode of the state database (chmod \(String(databaseBits, radix: 8)))", errno: errno)
+            }
         }
         var key = stat()
         if lstat(masterKeyURL.path, &key) == 0 {
