@@ -37,6 +37,10 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A database of mamfs' own (`state.db`, a provider's `provider.db`) is damaged or is not a
     /// SQLite database at all (SQLITE_CORRUPT, SQLITE_NOTADB).
     case damagedDatabase(String)
+    /// A database or key file of mamfs' own was written by a newer mamfs (a higher schema
+    /// version, a key derivation this version does not know): not damaged, but not readable by
+    /// this version either.
+    case newerVersion(String)
     /// An operating-system call failed with `errno`.
     case system(String, errno: Int32)
 
@@ -56,6 +60,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unknownAccount(let m): return "unknown account: \(m)"
         case .cannotCreateOutput(let m): return "cannot create output: \(m)"
         case .damagedDatabase(let m): return "damaged database: \(m)"
+        case .newerVersion(let m): return "written by a newer mamfs: \(m)"
         case .system(let m, let code): return "\(m): \(String(cString: strerror(code)))"
         }
     }
@@ -68,7 +73,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
         case .fileNotFound: return ENOENT
         case .operationOnDirectory: return EISDIR
         case .invalidArguments: return EINVAL
-        case .cannotCreateOutput, .damagedDatabase: return EIO
+        case .cannotCreateOutput, .damagedDatabase, .newerVersion: return EIO
         case .system(_, let code): return code
         }
     }
@@ -77,7 +82,7 @@ public enum MAMError: Error, Equatable, Sendable, CustomStringConvertible {
     public var exitCode: ExitCode {
         switch self {
         case .invalidArguments: return .usage
-        case .authenticationFailed, .failedToDecrypt, .damagedDatabase: return .dataErr
+        case .authenticationFailed, .failedToDecrypt, .damagedDatabase, .newerVersion: return .dataErr
         case .fileNotFound, .operationOnDirectory: return .noInput
         case .internalError, .failedToEncrypt: return .software
         case .cannotCreateOutput: return .cantCreate

@@ -248,6 +248,24 @@ struct SecurityInputTests {
         }
     }
 
+    /// A state of a newer mamfs, or one with a malformed row, was reported as an internal error (70).
+    @Test("a state written by a newer mamfs, or holding a malformed row, is a data error (65) that says which, not an internal error (70)",
+          arguments: [
+            ("PRAGMA user_version = 99", ["accounts"], "written by a newer mamfs: state database"),
+            ("UPDATE meta SET value = CAST('argon9' AS BLOB) WHERE key = 'kdf'", ["accounts"], "written by a newer mamfs: unknown key derivation 'argon9'"),
+            ("DELETE FROM meta WHERE key = 'kek.check'", ["accounts"], "damaged database: the state has no master key check value"),
+            ("INSERT OR REPLACE INTO audit_tail(id, seq, hash) VALUES (1, 'abc', 'x')", ["audit", "verify"], "damaged database: malformed row in audit_tail"),
+          ])
+    func newerOrMalformedState(change: String, arguments: [String], message: String) throws {
+        let sandbox = try Sandbox()
+        try sandbox.initAndEnroll()
+        let made = try bash(sandbox, "python3 -c \(shellQuote("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()")) \"$STATE/state.db\" \(shellQuote(change))")
+        try #require(made.status == 0, "\(made.err)")
+        let result = try sandbox.run(arguments)
+        #expect(result.status == 65, "\(result.err)")
+        #expect(result.err.contains(message), "\(result.err)")
+    }
+
     /// A damaged state.db was reported as an internal error (70).
     @Test("a damaged or foreign state.db is a data error (65) naming the database, for every verb that opens the state")
     func damagedStateDatabase() throws {

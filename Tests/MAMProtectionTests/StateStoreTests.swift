@@ -147,8 +147,8 @@ private final class FailureLog: @unchecked Sendable {
                 _ = try StateStore.open(directory: dir, create: false)
             } throws: { error in
                 isError(error) { error in
-                    guard case .internalError(let message) = error else { return false }
-                    return message.contains("schema version 7")
+                    guard case .newerVersion(let message) = error else { return false }
+                    return message.contains("schema version 7") && error.exitCode == .dataErr
                 }
             }
         }

@@ -58,17 +58,17 @@ public enum MasterKey {
             }
             guard let data = try state.metaValue(scryptMetaKey),
                   let parameters = try? JSONDecoder().decode(ScryptParameters.self, from: data) else {
-                throw MAMError.internalError("the state's scrypt parameters are missing or damaged")
+                throw MAMError.damagedDatabase("the state's scrypt parameters are missing or damaged (restore the state from a backup)")
             }
             let secret = try passphrase()
             key = try parameters.deriveKey(passphraseBytes: UnsafeRawBufferPointer(secret.bytes))
         case "keyfile":
             key = try readKeyFile(directory.masterKeyURL.path)
         default:
-            throw MAMError.internalError("unknown key derivation '\(InputQuote.short(kdf))' in the state")
+            throw MAMError.newerVersion("unknown key derivation '\(InputQuote.short(kdf))' in the state (use the mamfs that made it)")
         }
         guard let check = try state.metaValue(checkMetaKey) else {
-            throw MAMError.internalError("the state has no master key check value")
+            throw MAMError.damagedDatabase("the state has no master key check value (restore the state from a backup)")
         }
         guard let opened = try AESGCM(key: key).open(Array(check), aad: checkAAD), opened == checkPlaintext else {
             throw MAMError.keyUnavailable(kdf == "scrypt" ? "wrong passphrase" : "the master key file \(directory.masterKeyURL.path) does not belong to this state")

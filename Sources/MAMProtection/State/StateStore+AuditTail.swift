@@ -18,11 +18,11 @@ public struct AuditTail: Equatable, Sendable {
 
 extension StateStore {
     /// The audit log's last record, or nil when none was ever written.
-    /// - Throws: `MAMError.internalError` for a malformed row.
+    /// - Throws: `MAMError.damagedDatabase` for a malformed row.
     public func auditTail() throws -> AuditTail? {
         guard let row = try database.queryFirst("SELECT seq, hash FROM audit_tail WHERE id = 1") else { return nil }
         guard let seq = row.int64(0), let hash = row.string(1) else {
-            throw MAMError.internalError("malformed row in audit_tail")
+            throw MAMError.damagedDatabase("malformed row in audit_tail (restore the state from a backup)")
         }
         return AuditTail(seq: seq, hash: hash)
     }

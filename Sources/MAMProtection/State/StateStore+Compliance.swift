@@ -25,13 +25,13 @@ extension StateStore {
     }
 
     /// Every account's last compliance result (canonical accountId -> result).
-    /// - Throws: `MAMError.internalError` for a malformed row.
+    /// - Throws: `MAMError.damagedDatabase` for a malformed row.
     public func complianceResults() throws -> [String: ComplianceResult] {
         var results: [String: ComplianceResult] = [:]
         for row in try database.query("SELECT account_id, status, checked_at_ms, failed_check, reason FROM compliance_results") {
             guard let id = row.string(0), let status = row.string(1).flatMap(ComplianceStatus.init(rawValue:)),
                   let milliseconds = row.int64(2), let reason = row.string(4) else {
-                throw MAMError.internalError("malformed row in compliance_results")
+                throw MAMError.damagedDatabase("malformed row in compliance_results (restore the state from a backup)")
             }
             results[id] = ComplianceResult(status: status, checkedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000),
                                            failedCheck: row.string(3), reason: reason)

@@ -10,7 +10,7 @@ extension StateStore {
     /// The state-wide allowed-accounts list: canonical accountIds and UPNs, in the order they
     /// were set; empty when unset (every account is allowed).
     /// Mirrors the allowed accounts of the reference SDK (the only accounts that may be enrolled).
-    /// - Throws: `MAMError.internalError` for a stored value that is not a JSON array of strings.
+    /// - Throws: `MAMError.damagedDatabase` for a stored value that is not a JSON array of strings.
     public func allowedAccounts() throws -> [String] { try stringList(Self.allowedAccountsKey) }
 
     /// Replaces the allowed-accounts list; an empty `names` removes it (every account allowed).
@@ -32,7 +32,7 @@ extension StateStore {
 
     /// The scrub list: values (UPNs, paths, any text) that diagnostics replace with a
     /// placeholder wherever they appear, compared case-insensitively; empty when unset.
-    /// - Throws: `MAMError.internalError` for a stored value that is not a JSON array of strings.
+    /// - Throws: `MAMError.damagedDatabase` for a stored value that is not a JSON array of strings.
     public func scrubValues() throws -> [String] { try stringList(Self.scrubKey) }
 
     /// Replaces the scrub list; an empty `values` removes it.
@@ -45,7 +45,7 @@ extension StateStore {
     private func stringList(_ key: String) throws -> [String] {
         guard let data = try metaValue(key) else { return [] }
         guard let names = (try? JSONSerialization.jsonObject(with: data)) as? [String] else {
-            throw MAMError.internalError("malformed \(key) list in the state")
+            throw MAMError.damagedDatabase("malformed \(key) list in the state (restore the state from a backup)")
         }
         return names
     }

@@ -35,7 +35,7 @@ public final class StateStore: Sendable {
     /// With `create` true, the directory is created (0700) and the database (0600) if missing.
     /// - Throws: `MAMError.fileNotFound("no mamfs state in DIR (run 'mamfs init')")` when
     ///   `create` is false and there is no database; `MAMError.cannotCreateOutput` when the
-    ///   directory cannot be created; `MAMError.internalError` when the database was written by
+    ///   directory cannot be created; `MAMError.newerVersion` when the database was written by
     ///   a newer mamfs (higher schema version); `MAMError.damagedDatabase` when it is damaged,
     ///   not a SQLite database, or (unless `create`) has no mamfs schema.
     public init(directory: StateDirectory, create: Bool) throws {
@@ -335,11 +335,11 @@ public final class StateStore: Sendable {
     }
 
     /// Every known root, sorted by path.
-    /// - Throws: `MAMError.internalError` when a row holds an unknown kind.
+    /// - Throws: `MAMError.damagedDatabase` when a row holds an unknown kind.
     public func knownRoots() throws -> [KnownRoot] {
         try database.query("SELECT path, kind, account_id, added_at FROM known_roots ORDER BY path").map { row in
             guard let path = row.string(0), let kindText = row.string(1), let kind = KnownRoot.Kind(rawValue: kindText) else {
-                throw MAMError.internalError("malformed row in known_roots")
+                throw MAMError.damagedDatabase("malformed row in known_roots (restore the state from a backup)")
             }
             return KnownRoot(path: path, kind: kind, accountId: row.string(2), addedAt: row.int64(3))
         }
@@ -409,7 +409,7 @@ public final class StateStore: Sendable {
                 throw Self.notAState(directory.databaseURL.path)
             }
             if version > Self.schemaVersion {
-                throw MAMError.internalError("state database \(directory.databaseURL.path) has schema version \(version); this mamfs reads up to \(Self.schemaVersion)")
+                throw MAMError.newerVersion("state database \(directory.databaseURL.path) has schema version \(version); this mamfs reads up to \(Self.schemaVersion) (use the mamfs that wrote it)")
             }
             if version < 1 {
                 try database.execute(Self.schemaV1)
@@ -442,7 +442,7 @@ public final class StateStore: Sendable {
 
     private static func accountRecord(_ row: SQLiteRow) throws -> AccountRecord {
         guard let accountId = row.string(0), let managed = row.int64(2) else {
-            throw MAMError.internalError("malformed row in accounts")
+            throw MAMError.damagedDatabase("malformed row in accounts (restore the state from a backup)")
         }
         return AccountRecord(accountId: accountId, upn: row.string(1), managed: managed != 0,
                              policyJSON: row.string(3), wipedAt: row.int64(4), tenantId: row.string(5),
@@ -466,7 +466,7 @@ public final class StateStore: Sendable {
         var highest: UInt32 = 0
         if let data = try metaValue(Self.keyCounterName(accountId)) {
             guard let value = UInt32(String(decoding: data, as: UTF8.self)) else {
-                throw MAMError.internalError("malformed key counter for account \(accountId)")
+                throw MAMError.damagedDatabase("malformed key counter for account \(accountId) (restore the state from a backup)")
             }
             highest = value
         }
