@@ -207,4 +207,17 @@ static inline long mamfs_getxattrat_nofollow(int dirfd, const char *name, const 
     return syscall(464 /* SYS_getxattrat */, dirfd, name, 0x100 /* AT_SYMLINK_NOFOLLOW */, attribute, &args, sizeof(args));
 }
 
+/* The calling thread's filesystem identity alone: raw system calls, since glibc's setgroups
+   changes every thread of the process. setfsuid and setfsgid return the previous id; given
+   (uid_t)-1 they change nothing and return the current one. setgroups: 0, or -1 with errno. */
+static inline unsigned int mamfs_thread_setfsuid(unsigned int uid) {
+    return (unsigned int)syscall(SYS_setfsuid, uid);
+}
+static inline unsigned int mamfs_thread_setfsgid(unsigned int gid) {
+    return (unsigned int)syscall(SYS_setfsgid, gid);
+}
+static inline int mamfs_thread_setgroups(size_t count, const gid_t *groups) {
+    return (int)syscall(SYS_setgroups, count, groups);
+}
+
 #endif

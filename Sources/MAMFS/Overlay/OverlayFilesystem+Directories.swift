@@ -39,8 +39,9 @@ extension OverlayFilesystem {
     }
 
     /// mkdir, mknod (not regular) and symlink: `make` creates `name` in the directory open as
-    /// its argument and returns 0 or -1 with errno; the object is given to the caller (with
-    /// the set-id bits of `mode`: `chownToCaller`) and looked up. On any failure after it was
+    /// its argument and returns 0 or -1 with errno; it runs as the caller (`asCaller`: the
+    /// object is born the caller's, with the set-id bits of `mode` the kernel lets the caller
+    /// keep) and the object is looked up. On any failure after it was
     /// made, it is removed again (MadeObject).
     private func makeObject(_ parent: UInt64, _ name: UnsafePointer<CChar>, _ caller: Caller, mode: mode_t = 0,
                             _ make: (Int32) -> Int32) throws -> MadeEntry {
@@ -49,9 +50,12 @@ extension OverlayFilesystem {
             let dir = try node(parent, for: .makeEntry, by: caller)
             try checkVisibleName(dir, name)
             let dirFD = try dir.descriptor()
-            guard make(dirFD) == 0 else { throw FilesystemError.current() }
+            do {
+                try asCaller(caller, mode: mode) { () throws(Errno) in guard make(dirFD) == 0 else { throw Errno.current } }
+            } catch {
+                throw FilesystemError(code: error.rawValue)
+            }
             made = MadeObject(directoryFD: dirFD, name: name)
-            chownToCaller(caller, dirFD: dirFD, name: name, mode: mode)
             let (inode, st) = try lookupEntry(parent: dir, name: name)
             return MadeEntry(entry: entry(inode, st), made: made, directory: dir, name: nameBytes(name))
         } catch {
@@ -142,7 +146,7 @@ extension OverlayFilesystem {
                 let entries = entriesBeforeRename(from, name, to, newName, exchange: exchange)
                 try SystemCall.rename(from: from.fd, name, to: to.fd, newName, flags: flags)
                 recordRename(entries, from: from, name: name, to: to, newName: newName, exchange: exchange)
-                if flags & SystemConstants.renameWhiteout != 0 { chownToCaller(caller, dirFD: from.fd, name: name) }
+                if flags & SystemConstants.renameWhiteout != 0 { giveWhiteoutToCaller(caller, dirFD: from.fd, name: name) }
             }
         }
     }

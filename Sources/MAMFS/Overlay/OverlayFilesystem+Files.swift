@@ -21,14 +21,13 @@ extension OverlayFilesystem {
         let file: FileDescriptor
         do {
             let flags = O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW | (writeOnly ? SystemConstants.noAccessTime : 0)
-            file = try FileDescriptor.open(in: dirFD, name, flags, mode: mode & 0o7777)
+            file = try asCaller(caller, mode: mode) { () throws(Errno) in try FileDescriptor.open(in: dirFD, name, flags, mode: mode & 0o7777) }
         } catch {
             throw FilesystemError(code: error.rawValue)
         }
         let made = (try? file.stat()).map { MadeObject(directoryFD: dirFD, name: name, stat: $0) } ?? MadeObject(directoryFD: dirFD, name: name)
         do {
             guard let made else { throw FilesystemError.current() }
-            chownToCaller(caller, dirFD: dirFD, name: name, mode: mode)
             let owner = try decidedOwner ?? inheritedOwner(of: dir)
             let (header, key) = try newFileHeader(owner: owner)
             // A just-created file: on a failed (short) header write it is removed below.

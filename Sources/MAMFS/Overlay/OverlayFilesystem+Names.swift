@@ -208,19 +208,36 @@ extension OverlayFilesystem {
         Entry(inode: inode, attributes: st, attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
     }
 
-    /// Gives a new object (made by the daemon as root) the owner the kernel gives one made by
-    /// the caller: the caller's uid, and the caller's gid, or in a directory with S_ISGID the
-    /// directory's group, which the backing filesystem gave it already (a new subdirectory
-    /// there also got S_ISGID from it). root's chown clears S_ISUID and S_ISGID of a file with
-    /// group execute, so the set-id bits of `mode` (the kernel's, S_ISGID stripped already
-    /// where the caller may not have it) are set again, without following a symlink.
-    func chownToCaller(_ caller: Caller, dirFD: Int32, name: UnsafePointer<CChar>, mode: mode_t = 0) {
-        guard daemonUID == 0, caller.uid != 0 || caller.gid != 0 else { return }
-        let inheritsGroup = ((try? SystemCall.stat(fd: dirFD))?.st_mode ?? 0) & S_ISGID != 0
-        _ = fchownat(dirFD, name, caller.uid, inheritsGroup ? gid_t.max : caller.gid, AT_SYMLINK_NOFOLLOW)
-        guard mode & (S_ISUID | S_ISGID) != 0,
+    /// Runs `make`, a call that creates an object, as the caller where the daemon runs as root
+    /// for another user (`ThreadFilesystemIdentity`): the object is born the caller's (uid,
+    /// gid or the S_ISGID directory's group, the set-id bits the kernel lets the caller keep),
+    /// with no chown by name afterwards, which a process renaming entries in the backing
+    /// directory meanwhile could aim at another object. Tried first without supplementary
+    /// groups (no /proc read); when the kernel refuses that (EACCES: the caller may write the
+    /// directory through a group), again with the caller's groups. A `mode` with S_ISGID
+    /// takes the caller's groups at once: whether the kernel keeps the bit depends on them.
+    /// - Throws: `make`'s `Errno`; EPERM when the identity cannot be switched.
+    func asCaller<T: ~Copyable>(_ caller: Caller, mode: mode_t, _ make: () throws(Errno) -> T) throws(Errno) -> T {
+        guard daemonUID == 0, caller.uid != 0 || caller.gid != 0 else { return try make() }
+        if mode & S_ISGID != 0 {
+            return try ThreadFilesystemIdentity.acting(uid: caller.uid, gid: caller.gid, groups: caller.credentials.groups, make)
+        }
+        do {
+            return try ThreadFilesystemIdentity.acting(uid: caller.uid, gid: caller.gid, groups: [], make)
+        } catch where error == .permissionDenied {
+            return try ThreadFilesystemIdentity.acting(uid: caller.uid, gid: caller.gid, groups: caller.credentials.groups, make)
+        }
+    }
+
+    /// Gives the whiteout a RENAME_WHITEOUT left as `name` in `dirFD` (made by the daemon as
+    /// root: it needs CAP_MKNOD, which a thread acting as the caller lacks) to the caller,
+    /// through one descriptor, and only when the object under that name is such a whiteout
+    /// (a 0/0 character device of root's): an object swapped in under the name is left alone.
+    func giveWhiteoutToCaller(_ caller: Caller, dirFD: Int32, name: UnsafePointer<CChar>) {
+        guard daemonUID == 0, caller.uid != 0 || caller.gid != 0,
               let object = try? FileDescriptor.openPath(in: dirFD, name, flags: O_NOFOLLOW),
-              let st = try? object.stat(), (st.st_mode & S_IFMT) != S_IFLNK else { return }
-        _ = chmod(ProcessDescriptorPath.path(of: object.rawValue), mode & 0o7777)
+              let st = try? object.stat(), st.st_mode & S_IFMT == S_IFCHR, st.st_rdev == 0, st.st_uid == 0 else { return }
+        let inheritsGroup = ((try? SystemCall.stat(fd: dirFD))?.st_mode ?? 0) & S_ISGID != 0
+        _ = fchownat(object.rawValue, "", caller.uid, inheritsGroup ? gid_t.max : caller.gid, SystemConstants.emptyPath)
     }
 }
