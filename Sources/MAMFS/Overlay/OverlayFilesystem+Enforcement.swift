@@ -189,12 +189,14 @@ extension OverlayFilesystem {
         } else if inode.isDirectory {
             if let owner = workOwner(try directoryTag(of: inode)) { owners.insert(owner) }
             let directory = try FileDescriptor.open(in: try inode.descriptor(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            try collectWorkOwners(below: directory, into: &owners)
+            try collectWorkOwners(below: directory, depth: 0, into: &owners)
         }
         return owners
     }
 
-    private func collectWorkOwners(below directory: consuming FileDescriptor, into owners: inout Set<String>) throws {
+    /// - Throws: ENAMETOOLONG below `TreeDepth.maximum` levels (the protect refuses such a tree).
+    private func collectWorkOwners(below directory: consuming FileDescriptor, depth: Int, into owners: inout Set<String>) throws {
+        guard depth < TreeDepth.maximum else { throw FilesystemError(code: ENAMETOOLONG) }
         let dirFD = directory.rawValue
         var entries = try DirectoryIterator(adopting: directory)
         while let entry = try entries.next() {
@@ -206,7 +208,7 @@ extension OverlayFilesystem {
                 case S_IFDIR:
                     let child = try FileDescriptor.open(in: dirFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                     if let owner = workOwner(context.directoryOwner(backingDirectoryFD: child.rawValue)) { owners.insert(owner) }
-                    try collectWorkOwners(below: child, into: &owners)
+                    try collectWorkOwners(below: child, depth: depth + 1, into: &owners)
                 default:
                     return
                 }

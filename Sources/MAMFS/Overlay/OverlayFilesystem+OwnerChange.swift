@@ -107,25 +107,28 @@ extension OverlayFilesystem {
         // Root may write everything: no walk.
         guard inode.isDirectory, caller.uid != 0 else { return }
         let directory = try FileDescriptor.open(in: inode.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        try checkOwnerChange(below: directory, by: caller)
+        try checkOwnerChange(below: directory, depth: 0, by: caller)
     }
 
-    /// The walk below the open directory `directory`, by descriptors without following
-    /// symlinks, as the recursive protect sees the tree.
-    private func checkOwnerChange(below directory: consuming FileDescriptor, by caller: CallerCredentials) throws {
+    /// The walk below the open directory `directory` (`depth` levels below the directory whose
+    /// owner changes), by descriptors without following symlinks, as the recursive protect sees
+    /// the tree.
+    /// - Throws: ENAMETOOLONG for a tree deeper than `TreeDepth.maximum`, as the protect would.
+    private func checkOwnerChange(below directory: consuming FileDescriptor, depth: Int, by caller: CallerCredentials) throws {
+        guard depth < TreeDepth.maximum else { throw FilesystemError(code: ENAMETOOLONG) }
         let dirFD = directory.rawValue
         var entries = try DirectoryIterator(adopting: directory)
         while let entry = try entries.next() {
             try entry.cName.withUnsafeBufferPointer { buffer in
                 guard let name = buffer.baseAddress else { return }
-                try checkOwnerChange(of: name, in: dirFD, by: caller)
+                try checkOwnerChange(of: name, in: dirFD, depth: depth, by: caller)
             }
         }
     }
 
     /// One entry of the walk: a file must be writable, a directory searchable (and writable
     /// when tagged), and what is below a directory is checked in turn.
-    private func checkOwnerChange(of name: UnsafePointer<CChar>, in dirFD: Int32, by caller: CallerCredentials) throws {
+    private func checkOwnerChange(of name: UnsafePointer<CChar>, in dirFD: Int32, depth: Int, by caller: CallerCredentials) throws {
         guard let st = try? SystemCall.stat(in: dirFD, name) else { return }
         switch st.st_mode & S_IFMT {
         case S_IFREG:
@@ -136,7 +139,7 @@ extension OverlayFilesystem {
             if DirectoryOwner.read(path: ProcessDescriptorPath.path(of: child.rawValue)) != nil && !caller.permits(.write, on: st) {
                 throw FilesystemError(code: EACCES)
             }
-            try checkOwnerChange(below: child, by: caller)
+            try checkOwnerChange(below: child, depth: depth + 1, by: caller)
         default:
             return
         }

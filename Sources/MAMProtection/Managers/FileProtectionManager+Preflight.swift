@@ -14,20 +14,22 @@ extension FileProtectionManager {
     /// Checks every object below the open directory `directory` (`path` for messages) as a
     /// protect for `owner` would meet it.
     /// - Throws: `.system` EILSEQ (a name that is not UTF-8), EMLINK (a plain file with other
-    ///   hard links that the owner's policy would encrypt), the errno of a file or directory
-    ///   that cannot be opened; `.authenticationFailed` for a malformed header.
+    ///   hard links that the owner's policy would encrypt), ENAMETOOLONG (a tree deeper than
+    ///   `TreeDepth.maximum`), the errno of a file or directory that cannot be opened;
+    ///   `.authenticationFailed` for a malformed header.
     func preflightTree(_ directory: Int32, path: String, owner: String) throws {
-        try preflight(directory, path: path, encrypting: context.policyEvaluator.isFileEncryptionRequired(accountId: owner))
+        try preflight(directory, path: path, depth: 0, encrypting: context.policyEvaluator.isFileEncryptionRequired(accountId: owner))
     }
 
-    private func preflight(_ directory: Int32, path: String, encrypting: Bool) throws {
+    private func preflight(_ directory: Int32, path: String, depth: Int, encrypting: Bool) throws {
+        guard depth < TreeDepth.maximum else { throw TreeDepth.tooDeep(path) }
         for name in try sortedNames(in: directory, path: path) {
             let child = PathName.appending(name, to: path)
             guard let st = try? SystemCall.stat(in: directory, name) else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
                 guard let sub = try openSubdirectory(name, in: directory, path: child, st) else { continue }
-                try preflight(sub.rawValue, path: child, encrypting: encrypting)
+                try preflight(sub.rawValue, path: child, depth: depth + 1, encrypting: encrypting)
             case S_IFREG:
                 let file = try openRegularFile(NameInDirectory(directory: directory, name: name, path: child))
                 guard encrypting, st.st_nlink > 1 else { continue }

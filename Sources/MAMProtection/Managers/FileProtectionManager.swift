@@ -200,7 +200,7 @@ public struct FileProtectionManager: Sendable {
         guard recursive else { return }
         var done = 0
         do {
-            try protectTree(directory, path: path, owner: owner, check: check, done: &done, progress: progress)
+            try protectTree(directory, path: path, depth: 0, owner: owner, check: check, done: &done, progress: progress)
         } catch {
             if let previous {
                 try? DirectoryOwner.write(fd: directory, path: path, owner: previous)
@@ -213,9 +213,11 @@ public struct FileProtectionManager: Sendable {
 
     /// The walk below the open directory `directory`, by descriptors: each entry is looked at
     /// with fstatat(AT_SYMLINK_NOFOLLOW), a directory entered with O_NOFOLLOW, a file rewritten
-    /// by name in `directory`. Symlinks and other kinds are left alone.
-    private func protectTree(_ directory: Int32, path: String, owner: String, check: ProtectCheck?,
+    /// by name in `directory`. Symlinks and other kinds are left alone. `depth`: levels below
+    /// the top (at most `TreeDepth.maximum`, which the look before it checked already).
+    private func protectTree(_ directory: Int32, path: String, depth: Int, owner: String, check: ProtectCheck?,
                              done: inout Int, progress: ((Int) -> Void)?) throws {
+        guard depth < TreeDepth.maximum else { throw TreeDepth.tooDeep(path) }
         for name in try sortedNames(in: directory, path: path) {
             let child = PathName.appending(name, to: path)
             guard let st = try? SystemCall.stat(in: directory, name) else { continue }
@@ -227,7 +229,7 @@ public struct FileProtectionManager: Sendable {
                 let tagged = DirectoryOwner.read(fd: sub.rawValue) != nil
                 try check?(.directory(tagged: tagged), opened)
                 if tagged { try DirectoryOwner.write(fd: sub.rawValue, path: child, owner: owner) }
-                try protectTree(sub.rawValue, path: child, owner: owner, check: check, done: &done, progress: progress)
+                try protectTree(sub.rawValue, path: child, depth: depth + 1, owner: owner, check: check, done: &done, progress: progress)
             case S_IFREG:
                 try protectFile(NameInDirectory(directory: directory, name: name, path: child), owner: owner, encrypted: false,
                                 check: check, as: .file)

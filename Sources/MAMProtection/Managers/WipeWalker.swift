@@ -147,7 +147,7 @@ struct WipeWalker {
             guard fstat(fd, &opened) == 0, opened.st_ino == st.st_ino, opened.st_dev == st.st_dev else { return }
             let tag = DirectoryOwner.read(fd: fd)
             try walk(fd, path: root.path, kernelPath: MountPoints.kernelPath(of: fd),
-                     name: PathName.lastComponent(of: root.path), device: opened.st_dev, owner: tag ?? root.ownerAbove())
+                     name: PathName.lastComponent(of: root.path), device: opened.st_dev, depth: 0, owner: tag ?? root.ownerAbove())
             if tag == owner { try? ExtendedAttributes(descriptor: fd).remove(DirectoryOwner.attributeName) }
         case S_IFREG:
             examined += 1
@@ -157,9 +157,15 @@ struct WipeWalker {
         }
     }
 
-    /// `owner` is the owner of `directory` (its tag, else its nearest tagged ancestor's; nil for none).
+    /// `owner` is the owner of `directory` (its tag, else its nearest tagged ancestor's; nil for
+    /// none); `depth` its levels below the root. What lies deeper than `TreeDepth.maximum` is
+    /// not examined (and noted).
     private mutating func walk(_ directory: Int32, path: String, kernelPath: String?, name directoryName: String,
-                               device: dev_t, owner directoryOwner: String?) throws {
+                               device: dev_t, depth: Int, owner directoryOwner: String?) throws {
+        guard depth < TreeDepth.maximum else {
+            notExamined(path, because: "more than \(TreeDepth.maximum) directory levels below the root")
+            return
+        }
         let entries = DirectoryEntries.names(of: directory)
         removeLeftOverTemporaries(in: directory, path: path, entries: entries)
         for entry in entries {
@@ -184,7 +190,7 @@ struct WipeWalker {
                 }
                 let tag = DirectoryOwner.read(fd: fd)
                 let childOwner = tag ?? directoryOwner
-                try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device, owner: childOwner)
+                try walk(fd, path: child, kernelPath: childKernelPath, name: entry.text, device: device, depth: depth + 1, owner: childOwner)
                 guard childOwner == owner else { continue }
                 if removeDirectory(name, in: directory, expected: opened) {
                     report.removedDirectories += 1
@@ -281,8 +287,13 @@ struct WipeWalker {
         return unlinkat(directory, name, AT_REMOVEDIR) == 0
     }
 
-    /// Removes everything inside `directory` (a provider temp area), staying on `device`.
-    private mutating func purge(_ directory: Int32, path: String, kernelPath: String?, device: dev_t) {
+    /// Removes everything inside `directory` (a provider temp area), staying on `device`, down
+    /// to `TreeDepth.maximum` levels below it (`depth`: this directory's; deeper is noted).
+    private mutating func purge(_ directory: Int32, path: String, kernelPath: String?, device: dev_t, depth: Int = 0) {
+        guard depth < TreeDepth.maximum else {
+            notExamined(path, because: "more than \(TreeDepth.maximum) directory levels below the temp area")
+            return
+        }
         for entry in DirectoryEntries.names(of: directory) {
             let name = entry.bytes
             let childKernelPath = kernelPath.map { PathName.appending(entry.text, to: $0) }
@@ -295,7 +306,8 @@ struct WipeWalker {
                 }
                 do {
                     let fd = try FileDescriptor.open(in: directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                    purge(fd.rawValue, path: PathName.appending(entry.text, to: path), kernelPath: childKernelPath, device: device)
+                    purge(fd.rawValue, path: PathName.appending(entry.text, to: path), kernelPath: childKernelPath, device: device,
+                          depth: depth + 1)
                 } catch {
                     continue
                 }
