@@ -107,13 +107,19 @@ public struct WebDAVRemote: RemoteStore {
     }
 
     public func item(_ identifier: ItemIdentifier) throws -> RemoteItem {
+        try listed(identifier).item
+    }
+
+    /// The item as a PROPFIND lists it, with the length the listing gives (nil when it gives
+    /// none it can be trusted with).
+    private func listed(_ identifier: ItemIdentifier) throws -> (item: RemoteItem, length: Int64?) {
         try validate(identifier)
         let resources = try propfind(identifier, depth: "0", collection: false)
         guard let resource = resources.first(where: { path.identifier(href: $0.href) == identifier }),
               let item = makeItem(identifier, resource) else {
             throw RemoteError.notFound(identifier)
         }
-        return item
+        return (item, resource.contentLength)
     }
 
     public func readContents(of identifier: ItemIdentifier, into destination: URL) throws -> RemoteItem {
@@ -125,19 +131,31 @@ public struct WebDAVRemote: RemoteStore {
         }
         let out = outFile.rawValue
         var lastSeen: ItemVersion?
+        var short: (got: Int64, listed: Int64)?
         for _ in 0..<3 {
-            let listed = try item(identifier)
+            short = nil
+            let (listed, length) = try self.listed(identifier)
             guard listed.type == .file else { throw RemoteError.failed("'\(identifier)' is not a file") }
             guard ftruncate(out, 0) == 0, lseek(out, 0, SEEK_SET) == 0 else {
                 throw RemoteError.failed("cannot truncate \(destination.path): \(String(cString: strerror(errno)))")
             }
-            let response = try send(HTTPRequest(method: "GET", url: path.url(identifier), sink: .file(out)), identifier)
+            let response = try send(HTTPRequest(method: "GET", url: path.url(identifier), sink: .file(out, limit: length)), identifier)
             guard response.status == 200 else { throw statusError(response.status, "GET", identifier) }
             lastSeen = listed.version
             if let etag = response.etag, WebDAVRemote.contentVersion(etag: etag) != listed.version.contentVersion { continue }
+            // The same version as listed (or a GET without an ETag): the body must be as long as
+            // the listing says. A shorter one is a cut-off transfer or a lying server, never the
+            // file; it may also be a change between the PROPFIND and the GET: asked again.
+            if let length, response.bytesWritten != length {
+                short = (response.bytesWritten, length)
+                continue
+            }
             var item = listed
             item.size = response.bytesWritten
             return item
+        }
+        if let short {
+            throw RemoteError.failed("GET '\(identifier)': the server sent \(short.got) bytes where its listing gives \(short.listed); nothing was taken")
         }
         throw RemoteError.conflict(identifier, current: lastSeen)
     }

@@ -21,8 +21,10 @@ struct HTTPRequest {
         /// Kept in memory, at most `HTTPClient.memoryLimit` bytes (a multistatus).
         case memory
         /// Written at the current offset of the open descriptor, but only for a 2xx reply (a
-        /// GET); the body of any other status is kept in memory (the server's error page).
-        case file(Int32)
+        /// GET); the body of any other status is kept in memory (the server's error page). With
+        /// `limit`, a 2xx body longer than that many bytes ends the transfer with an error (a
+        /// server sending more than the listing promised never fills the disk or memory).
+        case file(Int32, limit: Int64?)
     }
 
     /// "GET", "PUT", "PROPFIND", ...
@@ -228,7 +230,11 @@ private let headerCallback: mamfs_curl_data_callback = { buffer, size, count, co
 private let writeCallback: mamfs_curl_data_callback = { buffer, size, count, context in
     let length = size * count
     guard let buffer, let state = transfer(context) else { return 0 }
-    if case .file(let fd) = state.request.sink, (200..<300).contains(state.status) {
+    if case .file(let fd, let limit) = state.request.sink, (200..<300).contains(state.status) {
+        if let limit, state.written + Int64(length) > limit {
+            state.localError = "the reply is longer than the \(limit) bytes the listing gives"
+            return 0
+        }
         var offset = 0
         while offset < length {
             let n = write(fd, buffer + offset, length - offset)

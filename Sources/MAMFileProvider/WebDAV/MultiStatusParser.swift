@@ -10,8 +10,11 @@ struct DAVResource: Equatable {
     var isCollection = false
     /// `<D:getetag>` as sent (`W/"..."` or `"..."`).
     var etag: String?
-    /// `<D:getcontentlength>` in bytes.
+    /// `<D:getcontentlength>` in bytes; nil when missing, negative or above `largestLength`
+    /// (a lying server: sums of such sizes would overflow).
     var contentLength: Int64?
+    /// The largest length taken from a listing: 2^50 bytes (1 PiB).
+    static let largestLength: Int64 = 1 << 50
     /// `<D:getlastmodified>` as sent (an HTTP date), compared as text only.
     var lastModified: String?
     /// `<oc:fileid>` (ownCloud/Nextcloud namespace), when the server has it.
@@ -74,7 +77,7 @@ enum MultiStatusParser {
         case "resourcetype":
             resource.isCollection = children(of: property).contains { isElement($0, davNamespace, "collection") }
         case "getetag": if !value.isEmpty { resource.etag = value }
-        case "getcontentlength": resource.contentLength = Int64(value)
+        case "getcontentlength": resource.contentLength = Int64(value).flatMap { (0...DAVResource.largestLength).contains($0) ? $0 : nil }
         case "getlastmodified": if !value.isEmpty { resource.lastModified = value }
         default: break
         }

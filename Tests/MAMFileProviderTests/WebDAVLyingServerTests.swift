@@ -1,0 +1,70 @@
+import Foundation
+import Glibc
+import Testing
+import MAMFileProvider
+import MAMTestSupport
+
+/// What a WebDAV server that lies about a file's length gets from the store: a short or
+/// cut-off GET of the listed version, or one longer than the listing, is an error with nothing
+/// taken (the sync records nothing and asks again next time); an impossible listed length is
+/// no length at all, never a size that overflows a sum.
+@Suite("WebDAV: a server that lies about lengths")
+struct WebDAVLyingServerTests {
+    static let text = "the whole file, forty-five bytes long, really\n"
+
+    /// GETs `name` from `server` into a fresh file; the item, or the error.
+    static func fetch(_ server: LyingDAVServer, _ name: String) throws -> (Result<RemoteItem, Error>, [UInt8]) {
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: nil)
+        let directory = try TempDirectory(prefix: "mamfs-lyingdav-get")
+        let destination = URL(fileURLWithPath: directory.file("got"))
+        FileManager.default.createFile(atPath: destination.path, contents: nil)
+        let result = Result { try store.readContents(of: ItemIdentifier(name), into: destination) }
+        return (result, [UInt8]((try? Data(contentsOf: destination)) ?? Data()))
+    }
+
+    @Test("a GET shorter than the listing (with or without a Content-Length) is an error naming both lengths")
+    func shortGetIsAnError() throws {
+        var short = LyingDAVServer.File(Self.text, etag: "\"e1\"")
+        short.getBody = String(Self.text.prefix(10))
+        var cut = short
+        cut.contentLength = false
+        let server = try LyingDAVServer(files: ["short.txt": short, "cut.txt": cut, "honest.txt": .init(Self.text, etag: "\"e2\"")])
+        for name in ["short.txt", "cut.txt"] {
+            let (result, _) = try Self.fetch(server, name)
+            #expect(throws: RemoteError.self) { try result.get() }
+            if case .failure(let error) = result {
+                #expect("\(error)".contains("sent 10 bytes where its listing gives \(Self.text.utf8.count)"), "\(name): \(error)")
+            }
+        }
+        let (honest, bytes) = try Self.fetch(server, "honest.txt")
+        #expect(try honest.get().size == Int64(Self.text.utf8.count))
+        #expect(bytes == Array(Self.text.utf8))
+    }
+
+    @Test("a GET longer than the listing is cut off at the listed length and is an error")
+    func longGetIsCutOff() throws {
+        var long = LyingDAVServer.File(Self.text, etag: "\"e1\"")
+        long.getBody = String(repeating: "x", count: 4 << 20)
+        let server = try LyingDAVServer(files: ["long.txt": long])
+        let (result, bytes) = try Self.fetch(server, "long.txt")
+        #expect(throws: RemoteError.self) { try result.get() }
+        #expect(bytes.count <= Self.text.utf8.count, "no more than the listed length was written: \(bytes.count)")
+    }
+
+    @Test("a negative or impossibly large listed length is no length: listed as 0, the GET's bytes are the file")
+    func impossibleLengthsAreUnknown() throws {
+        var huge = LyingDAVServer.File(Self.text, etag: "\"e1\"")
+        huge.length = "9223372036854775807"
+        var negative = LyingDAVServer.File(Self.text, etag: "\"e2\"")
+        negative.length = "-1"
+        let server = try LyingDAVServer(files: ["huge.txt": huge, "negative.txt": negative])
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: nil)
+        let listed = try store.enumerate(container: .rootContainer)
+        #expect(listed.map(\.size).sorted() == [0, 0], "\(listed.map { ($0.filename, $0.size) })")
+        for name in ["huge.txt", "negative.txt"] {
+            let (result, bytes) = try Self.fetch(server, name)
+            #expect(try result.get().size == Int64(Self.text.utf8.count), "\(name)")
+            #expect(bytes == Array(Self.text.utf8), "\(name)")
+        }
+    }
+}
