@@ -183,8 +183,24 @@ public struct WebDAVRemote: RemoteStore {
             case 409: throw RemoteError.notFound(parent)
             default: throw statusError(response.status, "PUT", identifier)
             }
+            return try uploaded(identifier, response)
         }
         return try item(identifier)
+    }
+
+    /// The item a PUT made, with the version the PUT's own reply gave (its ETag): the PROPFIND
+    /// after it may already see another client's write, whose version must not be taken for
+    /// ours (the next pass would then overwrite that write without a conflict). A reply
+    /// without an ETag keeps the listed version, unless the listed size is not what was sent:
+    /// then the version is marked unknown, so the next pass compares the two as a change.
+    private func uploaded(_ identifier: ItemIdentifier, _ response: HTTPResponse) throws -> RemoteItem {
+        var (item, length) = try listed(identifier)
+        if let etag = response.etag, !etag.isEmpty {
+            item.version.contentVersion = WebDAVRemote.contentVersion(etag: etag)
+        } else if let length, length != response.bytesSent {
+            item.version.contentVersion = "unknown-after-upload"
+        }
+        return item
     }
 
     public func modify(_ identifier: ItemIdentifier, baseVersion: String, contentsURL: URL) throws -> RemoteItem {
@@ -198,7 +214,7 @@ public struct WebDAVRemote: RemoteStore {
         case 409: throw RemoteError.notFound(identifier)
         default: throw statusError(response.status, "PUT", identifier)
         }
-        return try item(identifier)
+        return try uploaded(identifier, response)
     }
 
     public func delete(_ identifier: ItemIdentifier, baseVersion: String?) throws {

@@ -4,11 +4,12 @@ import Testing
 import MAMFileProvider
 import MAMTestSupport
 
-/// What a WebDAV server that lies about a file's length gets from the store: a short or
-/// cut-off GET of the listed version, or one longer than the listing, is an error with nothing
-/// taken (the sync records nothing and asks again next time); an impossible listed length is
-/// no length at all, never a size that overflows a sum.
-@Suite("WebDAV: a server that lies about lengths")
+/// What a WebDAV server that lies gets from the store: a short or cut-off GET of the listed
+/// version, or one longer than the listing, is an error with nothing taken (the sync records
+/// nothing and asks again next time); an impossible listed length is no length at all, never a
+/// size that overflows a sum; another client's write listed right after an upload is not taken
+/// for the upload's own version.
+@Suite("WebDAV: a server that lies")
 struct WebDAVLyingServerTests {
     static let text = "the whole file, forty-five bytes long, really\n"
 
@@ -66,5 +67,20 @@ struct WebDAVLyingServerTests {
             #expect(try result.get().size == Int64(Self.text.utf8.count), "\(name)")
             #expect(bytes == Array(Self.text.utf8), "\(name)")
         }
+    }
+
+    @Test("after an upload the store keeps the version the PUT's reply gave, not another client's write listed after it")
+    func uploadKeepsThePutsVersion() throws {
+        var file = LyingDAVServer.File(Self.text, etag: "\"e1\"")
+        file.afterPut = "OTHER CLIENT'S EDIT\n"
+        let server = try LyingDAVServer(files: ["f.txt": file])
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: nil)
+        let directory = try TempDirectory(prefix: "mamfs-lyingdav-put")
+        let local = URL(fileURLWithPath: directory.file("f"))
+        try Data("my edit\n".utf8).write(to: local)
+        let modified = try store.modify(ItemIdentifier("f.txt"), baseVersion: "\"e1\"", contentsURL: local)
+        #expect(modified.version.contentVersion == "\"put-1\"")
+        // The next look sees a version that is not ours: the other client's write is a change.
+        #expect(try store.item(ItemIdentifier("f.txt")).version.contentVersion == "\"other-1\"")
     }
 }

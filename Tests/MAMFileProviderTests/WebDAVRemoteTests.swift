@@ -40,6 +40,21 @@ struct WebDAVRemoteTests {
         #expect(server.files().isEmpty)
     }
 
+    @Test("the version a PUT's reply gives is the one the server lists afterwards (create and modify)")
+    func uploadVersionIsTheListedOne() throws {
+        let server = try ApacheDAVServer()
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: RemoteCredentials(user: server.user, password: server.password))
+        let scratch = try TempDirectory(prefix: "mamfs-dav")
+        let file = URL(fileURLWithPath: scratch.file("f"))
+        try Data("first\n".utf8).write(to: file)
+        let created = try store.create(parent: .rootContainer, name: "f.txt", contents: .file(file))
+        #expect(try store.item(ItemIdentifier("f.txt")).version == created.version)
+        try Data("second, longer\n".utf8).write(to: file)
+        let modified = try store.modify(ItemIdentifier("f.txt"), baseVersion: created.version.contentVersion, contentsURL: file)
+        #expect(modified.version.contentVersion != created.version.contentVersion)
+        #expect(try store.item(ItemIdentifier("f.txt")).version == modified.version)
+    }
+
     @Test("a full server is .insufficientStorage naming the item (exit 74); nothing is left behind")
     func insufficientStorage() throws {
         let server = try ApacheDAVServer()

@@ -6,7 +6,7 @@ import Glibc
 /// script of files, each with what its PROPFIND says (`etag`, `length`: any text, so negative
 /// or huge lengths too) and what its GET sends (`body`, or `getBody` instead; `contentLength`
 /// false to send none and close the connection after the bytes, as a server dying mid-transfer
-/// looks). No authentication. Stopped by its PID by `stop()` and deinit.
+/// looks); a PUT may be followed by another client's write (`afterPut`). No authentication. Stopped by its PID by `stop()` and deinit.
 public final class LyingDAVServer: @unchecked Sendable {
     /// One file of the collection.
     public struct File: Codable, Sendable {
@@ -15,6 +15,11 @@ public final class LyingDAVServer: @unchecked Sendable {
         public var length: String
         public var getBody: String?
         public var contentLength = true
+        /// The ETag a PUT's reply gives (`"put-1"` when nil).
+        public var putETag: String?
+        /// After a PUT, the file lists with this body and ETag `"other-1"` instead of what was
+        /// sent (another client's write in between).
+        public var afterPut: String?
 
         /// A file whose listing and GET agree with `body`, unless changed after.
         public init(_ body: String, etag: String) {
@@ -50,6 +55,20 @@ public final class LyingDAVServer: @unchecked Sendable {
             data = ('<?xml version="1.0"?><d:multistatus xmlns:d="DAV:">' + body + "</d:multistatus>").encode()
             self.send_response(207); self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+        def do_PUT(self):
+            # Takes the body; replies with `putETag`, then lists `afterPut` (another client's
+            # write landing between the PUT and the PROPFIND after it).
+            name = self.path[len("/dav/"):]
+            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            f = files.get(name) or {"body": "", "etag": "\"new\"", "length": "0", "contentLength": True}
+            reply = f.get("putETag") or "\"put-1\""
+            after = f.get("afterPut")
+            if after is not None:
+                f["body"] = after; f["length"] = str(len(after.encode())); f["etag"] = "\"other-1\""
+            else:
+                f["body"] = data.decode(); f["length"] = str(len(data)); f["etag"] = reply
+            files[name] = f
+            self.send_response(204); self.send_header("ETag", reply); self.send_header("Content-Length", "0"); self.end_headers()
         def do_GET(self):
             f = files.get(self.path[len("/dav/"):])
             if f is None:

@@ -47,6 +47,8 @@ struct HTTPResponse {
     var body: [UInt8]
     /// Bytes written to a `.file` sink.
     var bytesWritten: Int64
+    /// Bytes of the request's body sent (read from a `.file` body or taken from `.bytes`).
+    var bytesSent: Int64 = 0
 }
 
 /// Why a request got no HTTP reply.
@@ -172,7 +174,8 @@ final class HTTPClient: @unchecked Sendable {
         }
         var status = 0
         _ = mamfs_curl_getinfo_long(curl, CURLINFO_RESPONSE_CODE, &status)
-        return HTTPResponse(status: status, etag: transfer.etag, body: transfer.body, bytesWritten: transfer.written)
+        return HTTPResponse(status: status, etag: transfer.etag, body: transfer.body, bytesWritten: transfer.written,
+                            bytesSent: Int64(transfer.sent))
     }
 
     private func checkout() -> OpaquePointer? {
@@ -272,7 +275,7 @@ private let readCallback: mamfs_curl_data_callback = { buffer, size, count, cont
     case .file(let fd, _):
         while true {
             let n = read(fd, buffer, capacity)
-            if n >= 0 { return n }
+            if n >= 0 { state.sent += n; return n }
             if errno == EINTR { continue }
             state.localError = "read: \(String(cString: strerror(errno)))"
             return Int(CURL_READFUNC_ABORT)
