@@ -250,16 +250,25 @@ extension RemoteStore {
     /// that a listing showed and that is gone when it is read itself (moved or deleted on the
     /// remote meanwhile) would look empty, and a pass would take its children for deleted. The
     /// walk then starts again, at most `attempts` times in all.
+    ///
+    /// A remote that lies cannot make the walk endless: a directory listed twice (one
+    /// identifier) is read once, and a tree deeper than `TreeDepth.maximum` levels is an error.
     /// - Throws: what `enumerate(container:)` throws (for the first directory of a level that
     ///   failed); `.unreachable` when the tree changed under every attempt (retry later:
-    ///   nothing may be concluded from a torn listing).
+    ///   nothing may be concluded from a torn listing); `.failed` for a tree too deep.
     public func enumerateTree(from container: ItemIdentifier = .rootContainer, attempts: Int = 3) throws -> [RemoteItem] {
         var vanished: ItemIdentifier?
         for _ in 0..<max(1, attempts) {
             var result: [RemoteItem] = []
             var level = [container]
+            var queued: Set<ItemIdentifier> = [container]
+            var depth = 0
             vanished = nil
             walk: while !level.isEmpty {
+                depth += 1
+                guard depth <= TreeDepth.maximum + 1 else {
+                    throw RemoteError.failed("\(location): the tree is more than \(TreeDepth.maximum) directory levels deep; not listed")
+                }
                 var next: [ItemIdentifier] = []
                 for listing in enumerateSideBySide(level) {
                     let children: [RemoteItem]
@@ -274,7 +283,7 @@ extension RemoteStore {
                     }
                     for child in children.sorted(by: { $0.filename < $1.filename }) {
                         result.append(child)
-                        if child.type == .directory { next.append(child.identifier) }
+                        if child.type == .directory, queued.insert(child.identifier).inserted { next.append(child.identifier) }
                     }
                 }
                 level = next

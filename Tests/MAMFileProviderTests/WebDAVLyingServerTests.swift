@@ -83,4 +83,14 @@ struct WebDAVLyingServerTests {
         // The next look sees a version that is not ours: the other client's write is a change.
         #expect(try store.item(ItemIdentifier("f.txt")).version.contentVersion == "\"other-1\"")
     }
+
+    @Test("an endless tree whose collections are listed twice is refused after 1,025 levels, each collection listed once")
+    func endlessTreeIsRefused() throws {
+        let server = try LyingDAVServer.endless()
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: nil)
+        #expect(throws: RemoteError.self) { _ = try store.enumerateTree() }
+        let listed = server.propfinds
+        #expect(listed.count <= 1_026, "PROPFINDs: \(listed.count)")
+        #expect(Set(listed).count == listed.count, "a collection listed twice")
+    }
 }

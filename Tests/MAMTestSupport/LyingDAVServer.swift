@@ -30,8 +30,10 @@ public final class LyingDAVServer: @unchecked Sendable {
     }
 
     static let script = #"""
-    import http.server, json, socketserver, sys
+    import ctypes, http.server, json, socketserver, sys
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: gone with a test process that is killed
     files = json.load(open(sys.argv[1]))
+    endless = files.pop("__endless__", None) is not None
     def response(name, f):
         return ("<d:response><d:href>/dav/%s</d:href><d:propstat><d:prop><d:resourcetype/>"
                 "<d:getetag>%s</d:getetag><d:getcontentlength>%s</d:getcontentlength>"
@@ -40,10 +42,20 @@ public final class LyingDAVServer: @unchecked Sendable {
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         def log_message(self, *args): pass
+        def setup(self):
+            super().setup()
+            import socket
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle wait per reply
         def do_PROPFIND(self):
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             path = self.path.split("?")[0]
-            if path.rstrip("/") == "/dav":
+            with open(sys.argv[2] + ".propfinds", "a") as log: log.write(path + "\n")
+            if endless and path.endswith("/"):
+                # Every collection holds the collection "d/", listed twice: endless and doubling.
+                child = ("<d:response><d:href>%sd/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype>"
+                         "<d:getetag>\"c\"</d:getetag></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>") % path
+                body = child.replace("%sd/" % path, path, 1) + (child * 2 if self.headers.get("Depth") == "1" else "")
+            elif path.rstrip("/") == "/dav":
                 body = ("<d:response><d:href>/dav/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype>"
                         "<d:getetag>\"root\"</d:getetag></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>")
                 if self.headers.get("Depth") == "1":
@@ -94,6 +106,16 @@ public final class LyingDAVServer: @unchecked Sendable {
     public private(set) var port: UInt16 = 0
     /// The base URL of the collection ("http://127.0.0.1:PORT/dav/").
     public var baseURL: String { "http://127.0.0.1:\(port)/dav/" }
+
+    /// The paths of the PROPFINDs the server answered so far, in order.
+    public var propfinds: [String] {
+        ((try? String(contentsOfFile: directory.file("port.propfinds"), encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// A server whose every collection holds a collection "d/" listed twice (an endless tree).
+    public static func endless() throws -> LyingDAVServer {
+        try LyingDAVServer(files: ["__endless__": File("", etag: "\"x\"")])
+    }
 
     /// Starts the server with `files` (name -> file).
     /// - Throws: `TestSupportError` when it does not answer within 10 s.
