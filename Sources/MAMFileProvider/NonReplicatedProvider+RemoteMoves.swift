@@ -13,9 +13,10 @@ extension NonReplicatedProvider {
     ///
     /// A move is known from the store's `fileID` (`ProviderDatabase.reconcileIdentities`), or,
     /// for a file whose store has no file ids, from a local item whose remote item is gone and
-    /// a new remote file with its contentVersion (directories of such a store are not matched:
-    /// a renamed one is made anew, its files moved into it, and the old one removed). Moves are applied shallowest first, a moved
-    /// directory taking its local children along. A move whose new place is taken locally
+    /// a new remote file with its contentVersion whose contents show it is the same file
+    /// (`isMovedFile`; directories of such a store are not matched: a renamed one is made anew,
+    /// its files moved into it, and the old one removed). Moves are applied shallowest first, a
+    /// moved directory taking its local children along. A move whose new place is taken locally
     /// (by another item or a file not uploaded yet) is not made: the old item is then removed
     /// or kept as for a remote delete. Every local step is confined to the root.
     /// - Returns: nothing; counts go to `report.movedLocally`, problems to `report.errors`.
@@ -30,7 +31,7 @@ extension NonReplicatedProvider {
         var versions: [ItemIdentifier: String] = [:]
         scanItems("", tree: tree, into: &local, versions: &versions)
         let byId = Dictionary(remoteItems.map { ($0.identifier, $0) }, uniquingKeysWith: { a, _ in a })
-        matchByContentVersion(local: local, versions: versions, remote: byId, moves: &moves)
+        matchByContentVersion(local: local, versions: versions, remote: byId, tree: tree, moves: &moves, report: &report)
 
         var renamed: [(from: String, to: String)] = []
         func current(_ path: String) -> String {
@@ -88,20 +89,47 @@ extension NonReplicatedProvider {
     }
 
     /// Adds to `moves` the local files whose remote item is gone and which one new remote file
-    /// has the content version of (a rename on a store without file ids); the identity is
-    /// carried to the new store identifier.
+    /// has the content version of (a rename on a store without file ids), when the local file
+    /// shows it is that file (`isMovedFile`); the identity is carried to the new store identifier.
     private func matchByContentVersion(local: [ItemIdentifier: String], versions: [ItemIdentifier: String],
-                                       remote: [ItemIdentifier: RemoteItem], moves: inout [ItemIdentifier: ItemIdentifier]) {
+                                       remote: [ItemIdentifier: RemoteItem], tree: ConfinedDirectory,
+                                       moves: inout [ItemIdentifier: ItemIdentifier], report: inout SyncReport) {
         let targets = Set(moves.values)
         var appeared: [String: [ItemIdentifier]] = [:]
         for item in remote.values where item.type == .file && local[item.identifier] == nil && !targets.contains(item.identifier) {
             appeared[item.version.contentVersion, default: []].append(item.identifier)
         }
         for (id, version) in versions where remote[id] == nil && moves[id] == nil {
-            guard let candidates = appeared[version], candidates.count == 1 else { continue }
+            guard let candidates = appeared[version], candidates.count == 1, let path = local[id],
+                  let candidate = remote[candidates[0]],
+                  isMovedFile(path, to: candidate, tree: tree, report: &report) else { continue }
             moves[id] = candidates[0]
             appeared[version] = nil
-            try? binding.database.recordIdentity(store: candidates[0], fileID: remote[candidates[0]]?.fileID, movedFrom: id)
+            try? binding.database.recordIdentity(store: candidates[0], fileID: candidate.fileID, movedFrom: id)
+        }
+    }
+
+    /// Whether the local file `relative`, whose remote item is gone, is `candidate` moved: an
+    /// entity tag made of size and mtime is shared by other files, so the contentVersion alone
+    /// is no proof. A placeholder is (it holds no bytes; its contents come from the new item)
+    /// when the sizes agree; a materialized copy without local changes when its bytes equal
+    /// the candidate's download (`ContentMatch`). A copy with local changes cannot show it and
+    /// is not taken for a rename: it is kept as for a remote delete and uploaded as a new item.
+    /// Download errors other than a vanished candidate are reported.
+    private func isMovedFile(_ relative: String, to candidate: RemoteItem, tree: ConfinedDirectory,
+                             report: inout SyncReport) -> Bool {
+        guard let st = tree.lstat(relative), FileSystem.isRegular(st),
+              let attributes = LocalItemAttributes.read(relative, in: tree) else { return false }
+        if attributes.isPlaceholder { return attributes.size == candidate.size }
+        guard !attributes.hasLocalChanges(st) else { return false }
+        do {
+            return try ContentMatch.remoteItem(candidate, store: binding.remote, equalsLocal: relative, in: tree,
+                                               context: binding.context)
+        } catch RemoteError.notFound {
+            return false
+        } catch {
+            report.errors.append(SyncIssue(path: relative, error: error))
+            return false
         }
     }
 }

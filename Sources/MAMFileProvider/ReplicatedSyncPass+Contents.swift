@@ -265,37 +265,13 @@ extension ReplicatedSyncPass {
             fetched = try store.readContents(of: item.identifier, into: plain.url)
             counter.transferred(plain.byteCount, estimated: item.size)
             download = (plain, fetched)
-            guard (try? Self.samePlaintext(content, plain, size: size)) == true else { return .different(download: download) }
+            guard (try? ContentMatch.plaintext(content, size: size, equals: plain)) == true else { return .different(download: download) }
         }
         guard localEntry(relative)?.stamp == existing.stamp else { return .different(download: download) }
         batch.add(.init(relative: relative, source: .inPlace, expecting: existing.stamp, stamp: existing.stamp,
                         payload: Placement(item: fetched, replacing: replacing)))
         if batch.isFull { commitStaged() }
         return .adopted
-    }
-
-    /// True when `content` holds exactly the bytes of `plain` (`size` plaintext bytes).
-    private static func samePlaintext(_ content: ProtectedFileContent, _ plain: PlainBuffer, size: Int64) throws -> Bool {
-        guard plain.byteCount == size else { return false }
-        let chunk = 1 << 20
-        let local = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        let remote = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer {
-            SecureWipe.bytes(local.baseAddress, count: chunk)
-            SecureWipe.bytes(remote.baseAddress, count: chunk)
-            local.deallocate()
-            remote.deallocate()
-        }
-        guard let localBytes = local.baseAddress, let remoteBytes = remote.baseAddress else { return false }
-        var offset: Int64 = 0
-        while offset < size {
-            let n = try content.read(into: local, at: offset)
-            guard n > 0 else { return false }
-            let m = try SystemCall.pread(fd: plain.fd, into: UnsafeMutableRawBufferPointer(rebasing: remote[0..<n]), at: offset)
-            guard m == n, memcmp(localBytes, remoteBytes, n) == 0 else { return false }
-            offset += Int64(n)
-        }
-        return true
     }
 
     /// The plain bytes of a local file for upload (receive check + decryption to a copy), with

@@ -128,7 +128,7 @@ final class ReplicatedSyncPass {
         counter.expect(items: rows.count + max(0, remote.count - rows.count) + max(0, local.count - rows.count))
         do {
             if try pushLocalMoves() { try attemptStep("") { try loadRemote() } }
-            applyRemoteRenames()
+            try applyRemoteRenames()
             counter.expect(items: 0, bytes: expectedBytes())
             try reconcileKnownItems()
             commitFetched()
@@ -358,9 +358,11 @@ final class ReplicatedSyncPass {
 
     // MARK: Step 3: remote renames
 
-    func applyRemoteRenames() {
-        // Moves the store's file ids show are taken first; the others are matched by type and
-        // contentVersion.
+    /// Step 3: local items follow the remote items that moved. Moves the store's file ids show
+    /// are taken first; the others are matched by type and contentVersion, and taken only when
+    /// the contents show it too (`isMovedItem`).
+    /// - Throws: `Stop` when the remote became unreachable (nothing local was deleted yet).
+    func applyRemoteRenames() throws {
         let movedTo = remoteMoves.filter { rows[$0.key] != nil && remote[$0.key] == nil && rows[$0.value] == nil && remote[$0.value] != nil }
         let reserved = Set(movedTo.values)
         var appeared: [String: [RemoteItem]] = [:]
@@ -379,6 +381,7 @@ final class ReplicatedSyncPass {
                 let key = "\(row.type.rawValue)|\(row.version.contentVersion)"
                 guard var options = appeared[key], !options.isEmpty else { continue }
                 let index = options.firstIndex(where: { ExactName.equal($0.filename, row.filename) }) ?? 0
+                guard try isMovedItem(row, options[index]) else { continue }
                 item = options.remove(at: index)
                 appeared[key] = options
             }
@@ -419,6 +422,42 @@ final class ReplicatedSyncPass {
                 report.errors.append(SyncIssue(path: target, error: error))
             }
             tick(target)
+        }
+    }
+
+    /// Whether `candidate`, a new remote item with the contentVersion of the vanished `row` and
+    /// no file id tying the two, is `row`'s item moved. An entity tag made of size and mtime is
+    /// shared by other files, so the contentVersion alone is no proof: a directory is taken (its
+    /// children are matched one by one), a symlink when it points where the local one does, a
+    /// file when the local file is still what was last synced and its bytes equal the
+    /// candidate's download (`ContentMatch`). A local item changed or deleted since cannot show
+    /// it and is not taken for a rename: the remote delete and the new item are then handled as
+    /// such, which keeps the local changes.
+    /// - Throws: `Stop` when the download finds the remote unreachable; other download errors
+    ///   are reported and the candidate not taken.
+    func isMovedItem(_ row: ItemRecord, _ candidate: RemoteItem) throws -> Bool {
+        switch row.type {
+        case .directory:
+            return true
+        case .symlink:
+            guard let entry = local[row.localPath], entry.type == .symlink, entry.stamp == row.local,
+                  let target = tree.readLink(row.localPath) else { return false }
+            return ExactName.equal(target, candidate.symlinkTarget ?? "")
+        case .file:
+            guard let entry = local[row.localPath], entry.type == .file, entry.stamp == row.local else { return false }
+            do {
+                return try ContentMatch.remoteItem(candidate, store: store, equalsLocal: row.localPath, in: tree,
+                                                   context: binding.context)
+            } catch RemoteError.notFound {
+                return false
+            } catch {
+                report.errors.append(SyncIssue(path: remotePaths[candidate.identifier] ?? row.localPath, error: error))
+                if case RemoteError.unreachable = error {
+                    remoteUnreachable = true
+                    throw Stop()
+                }
+                return false
+            }
         }
     }
 
