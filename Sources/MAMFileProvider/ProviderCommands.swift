@@ -166,12 +166,18 @@ public enum ProviderCommands {
 extension SyncReport {
     /// The CLI's exit status for this report: `.ok` clean; `.noPerm` when the pass stopped
     /// early because it was denied as a whole (EACCES: the remote refused the credentials, the
-    /// account was wiped); `.tempFail` when it stopped early otherwise (remote unreachable:
-    /// retry later); `.noPerm` when an upload was refused by policy; `.ioErr` for other item errors.
+    /// account was wiped); `.tempFail` when it stopped early because the remote was unreachable
+    /// (EHOSTUNREACH: retry later); when it stopped early for a fault that retrying does not
+    /// cure (a reply that is not WebDAV, a damaged database), the exit status of that fault's
+    /// errno (`.ioErr` for EIO); `.noPerm` when an upload was refused by policy; `.ioErr` for
+    /// other item errors.
     public var exitCode: ExitCode {
         if isClean { return .ok }
         if !complete {
-            return errors.contains(where: { $0.path.isEmpty && $0.errno == EACCES }) ? .noPerm : .tempFail
+            if errors.contains(where: { $0.path.isEmpty && $0.errno == EACCES }) { return .noPerm }
+            let whole = errors.filter { $0.path.isEmpty }
+            if whole.isEmpty || errors.contains(where: { $0.errno == EHOSTUNREACH }) { return .tempFail }
+            return MAMError.system("", errno: whole[0].errno).exitCode
         }
         if errors.contains(where: { $0.errno == EACCES }) { return .noPerm }
         return .ioErr

@@ -322,8 +322,13 @@ public struct WebDAVRemote: RemoteStore {
         }
     }
 
+    /// An unexpected status: `.unreachable` for 502, 503 and 504 (a gateway or the server
+    /// itself saying it is down for now: the pass stops and is run again), `.failed` otherwise.
     private func statusError(_ status: Int, _ method: String, _ identifier: ItemIdentifier) -> RemoteError {
-        .failed("\(method) '\(identifier)': HTTP \(status)")
+        switch status {
+        case 502, 503, 504: return .unreachable("\(baseURL): \(method) '\(identifier)': HTTP \(status) (the server is down for now)")
+        default: return .failed("\(method) '\(identifier)': HTTP \(status)")
+        }
     }
 
     /// A 412 on an existing item: a conflict with its current version; on a vanished one: not found.

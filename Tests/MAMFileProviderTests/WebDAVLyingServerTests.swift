@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import MAMFileProvider
+import MAMProtection
 import MAMTestSupport
 
 /// What a WebDAV server that lies gets from the store: a short or cut-off GET of the listed
@@ -93,4 +94,42 @@ struct WebDAVLyingServerTests {
         #expect(listed.count <= 1_026, "PROPFINDs: \(listed.count)")
         #expect(Set(listed).count == listed.count, "a collection listed twice")
     }
+
+    @Test("a listing that is not WebDAV stops a pass with 74 and says so, not 75 ('run it again'); 502, 503 and 504 are 75",
+          arguments: [(200, ExitCode.ioErr), (207, ExitCode.ioErr), (500, ExitCode.ioErr), (502, ExitCode.tempFail),
+                      (503, ExitCode.tempFail), (504, ExitCode.tempFail)])
+    func listingThatIsNotWebDAV(status: Int, expected: ExitCode) throws {
+        let server = try LyingDAVServer.answeringListings(status, "<html><body>a web page, not a WebDAV collection</body></html>")
+        let f = try ProviderFixture(remoteKind: .local)
+        try f.write(f.localPath("kept.txt"), Array("kept".utf8))
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: nil)
+        let placeholders = try f.nonReplicated(remote: store).createPlaceholders()
+        let synced = try f.replicated(remote: store, localRoot: f.root + "/replica").syncOnce()
+        for report in [placeholders, synced] {
+            #expect(!report.complete && report.exitCode == expected, "\(report)")
+            let said = report.errors.first?.message ?? ""
+            #expect(status == 207 ? said.contains("not a WebDAV multistatus") : said.contains("HTTP \(status)"), "\(said)")
+        }
+        #expect(try f.read(f.localPath("kept.txt")) == Array("kept".utf8), "nothing local is touched")
+    }
+
+    @Test("a PUT answered 502, 503 or 504 finds the remote unreachable (the change waits and is retried); 500 is a failure",
+          arguments: [(500, false), (502, true), (503, true), (504, true)])
+    func putOfAServerThatIsDown(status: Int, unreachable: Bool) throws {
+        var file = LyingDAVServer.File(Self.text, etag: "\"e1\"")
+        file.putStatus = status
+        let server = try LyingDAVServer(files: ["f.txt": file])
+        let store = try WebDAVRemote(baseURL: server.baseURL, credentials: nil)
+        let directory = try TempDirectory(prefix: "mamfs-lyingdav-put")
+        let local = URL(fileURLWithPath: directory.file("f"))
+        try Data("my edit\n".utf8).write(to: local)
+        let result = Result { try store.modify(ItemIdentifier("f.txt"), baseVersion: "\"e1\"", contentsURL: local) }
+        switch result {
+        case .failure(RemoteError.unreachable(let said)): #expect(unreachable && said.contains("HTTP \(status)"), "\(said)")
+        case .failure(RemoteError.failed(let said)): #expect(!unreachable && said.contains("HTTP \(status)"), "\(said)")
+        default: Issue.record("\(result)")
+        }
+        #expect(try store.item(ItemIdentifier("f.txt")).version.contentVersion == "\"e1\"", "nothing was stored")
+    }
 }
+

@@ -20,6 +20,8 @@ public final class LyingDAVServer: @unchecked Sendable {
         /// After a PUT, the file lists with this body and ETag `"other-1"` instead of what was
         /// sent (another client's write in between).
         public var afterPut: String?
+        /// The status every PUT of the file is answered with instead (nothing is stored).
+        public var putStatus: Int?
 
         /// A file whose listing and GET agree with `body`, unless changed after.
         public init(_ body: String, etag: String) {
@@ -34,6 +36,7 @@ public final class LyingDAVServer: @unchecked Sendable {
     ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: gone with a test process that is killed
     files = json.load(open(sys.argv[1]))
     endless = files.pop("__endless__", None) is not None
+    answer = files.pop("__propfind__", None)
     def response(name, f):
         return ("<d:response><d:href>/dav/%s</d:href><d:propstat><d:prop><d:resourcetype/>"
                 "<d:getetag>%s</d:getetag><d:getcontentlength>%s</d:getcontentlength>"
@@ -50,6 +53,10 @@ public final class LyingDAVServer: @unchecked Sendable {
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             path = self.path.split("?")[0]
             with open(sys.argv[2] + ".propfinds", "a") as log: log.write(path + "\n")
+            if answer is not None:
+                data = answer["body"].encode()
+                self.send_response(int(answer["etag"])); self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data); return
             if endless and path.endswith("/"):
                 # Every collection holds the collection "d/", listed twice: endless and doubling.
                 child = ("<d:response><d:href>%sd/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype>"
@@ -73,6 +80,8 @@ public final class LyingDAVServer: @unchecked Sendable {
             name = self.path[len("/dav/"):]
             data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             f = files.get(name) or {"body": "", "etag": "\"new\"", "length": "0", "contentLength": True}
+            if f.get("putStatus") is not None:
+                self.send_response(f["putStatus"]); self.send_header("Content-Length", "0"); self.end_headers(); return
             reply = f.get("putETag") or "\"put-1\""
             after = f.get("afterPut")
             if after is not None:
@@ -115,6 +124,11 @@ public final class LyingDAVServer: @unchecked Sendable {
     /// A server whose every collection holds a collection "d/" listed twice (an endless tree).
     public static func endless() throws -> LyingDAVServer {
         try LyingDAVServer(files: ["__endless__": File("", etag: "\"x\"")])
+    }
+
+    /// A server that answers every PROPFIND with `status` and `body` (as text/html).
+    public static func answeringListings(_ status: Int, _ body: String) throws -> LyingDAVServer {
+        try LyingDAVServer(files: ["__propfind__": File(body, etag: "\(status)")])
     }
 
     /// Starts the server with `files` (name -> file).
