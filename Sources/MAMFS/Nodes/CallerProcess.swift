@@ -43,8 +43,12 @@ struct ProcessKey: Hashable, Sendable {
 /// " (deleted)" suffix), the file it is, and its SHA-256 computed on first request only
 /// (a `managedApps` rule with a digest), shared by every process running the same file.
 final class CallerExecutable: Sendable {
-    /// The absolute executable path ("" when the process's executable could not be read).
+    /// The absolute executable path the rules match ("" when the process's executable could
+    /// not be read, or its path cannot be trusted: `CallerProcesses.trustedPath`).
     let path: String
+    /// The path for the audit log and the desktop: `path`, or for an untrusted one what the
+    /// process's /proc/PID/exe says with why it is not trusted.
+    let shownPath: String
     /// nil when the executable could not be stat'ed (the process exited, a kernel thread).
     let file: ExecutableFileID?
     /// The process it was read from (to open the executable for the digest).
@@ -53,8 +57,9 @@ final class CallerExecutable: Sendable {
     /// Decisions made for this executable, for one state generation.
     private let decisions = Mutex(DecisionMemo())
 
-    init(path: String, file: ExecutableFileID?, process: ProcessKey?, digests: ExecutableDigests) {
+    init(path: String, shownPath: String? = nil, file: ExecutableFileID?, process: ProcessKey?, digests: ExecutableDigests) {
         self.path = path
+        self.shownPath = shownPath ?? path
         self.file = file
         self.process = process
         self.digests = digests
@@ -174,12 +179,17 @@ final class CallerProcesses: Sendable {
     let procRoot: String
     /// `procRoot`, open (-1 when it could not be opened: every lookup is then unknown).
     private let procFD: Int32
+    /// The daemon's own user namespace (device, inode of `procRoot/self/ns/user`); nil when it
+    /// cannot be read (a /proc-like test directory), and then no caller's is compared.
+    private let userNamespace: (UInt64, UInt64)?
 
     init(capacity: Int = 1024, digests: ExecutableDigests = ExecutableDigests(), procRoot: String = "/proc") {
         self.capacity = max(1, capacity)
         self.digests = digests
         self.procRoot = procRoot
         procFD = (try? FileDescriptor.open(procRoot, O_RDONLY | O_DIRECTORY | O_CLOEXEC).take()) ?? -1
+        var st = stat()
+        userNamespace = procFD >= 0 && fstatat(procFD, "self/ns/user", &st, 0) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
     }
 
     deinit {
@@ -214,15 +224,40 @@ final class CallerProcesses: Sendable {
         // The path between two identities that agree: the same executable throughout.
         for _ in 0..<3 {
             guard let before = try? FileIdentity.of("exe", in: directory.rawValue) else { return unknown }
-            let path = (try? SymbolicLink.readLinkString(atFD: directory.rawValue, name: "exe")).map(CallerProcesses.withoutDeletedSuffix) ?? ""
+            let link = (try? SymbolicLink.readLinkString(atFD: directory.rawValue, name: "exe")) ?? ""
+            let path = CallerProcesses.withoutDeletedSuffix(link)
             guard let after = try? FileIdentity.of("exe", in: directory.rawValue) else { return unknown }
             guard before == after else { continue }
             let key = ProcessKey(pid: pid, file: ExecutableFileID(after), mountID: after.mountID)
-            let executable = CallerExecutable(path: path, file: key.file, process: key, digests: digests)
+            let distrust = distrust(path, deleted: link != path, of: after, process: directory.rawValue)
+            let executable = CallerExecutable(path: distrust == nil ? path : "", shownPath: distrust.map { "\(path) (\($0))" },
+                                              file: key.file, process: key, digests: digests)
             remember(executable, links: after.links, for: key)
             return executable
         }
         return unknown
+    }
+
+    /// Why the executable path a process's /proc/PID/exe gives cannot be trusted, nil when it
+    /// can. The kernel gives the path as the process sees it, and a process in a user
+    /// namespace of its own may mount anything over any directory there, and may even point
+    /// its exe link at another file (prctl PR_SET_MM_MAP): so a caller outside the daemon's
+    /// user namespace (a container, `unshare -U`, a bubblewrap sandbox) is never a managed
+    /// app, and a path that names another file in the daemon's view (a mount namespace of its
+    /// own) is not the process's. A removed executable (" (deleted)") is judged by its
+    /// namespace alone.
+    private func distrust(_ path: String, deleted: Bool, of file: FileIdentity, process directory: Int32) -> String? {
+        if let own = userNamespace {
+            var st = stat()
+            guard fstatat(directory, "ns/user", &st, 0) == 0 else { return "its user namespace cannot be read" }
+            guard (UInt64(st.st_dev), UInt64(st.st_ino)) == own else { return "in another user namespace" }
+        }
+        guard !deleted else { return nil }
+        var st = stat()
+        guard !path.isEmpty, stat(path, &st) == 0, UInt64(st.st_dev) == file.device, UInt64(st.st_ino) == file.inode else {
+            return "not the file at that path here"
+        }
+        return nil
     }
 
     /// `path` without the kernel's " (deleted)" suffix of a removed executable.

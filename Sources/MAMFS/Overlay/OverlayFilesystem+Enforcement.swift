@@ -14,12 +14,14 @@ extension CallerExecutable: ExecutableIdentity {}
 /// | open with O_TRUNC | a work file: `.open(reading: false, writing: true)`; otherwise `.create` (new owner by the writer) and, for a work owner, `.save` |
 /// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
 /// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
-/// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: everything below it too; EPERM) |
+/// | rename over (or exchange with) a work file | `.open(reading: false, writing: true)` with that file's owner |
+/// | rename of anything else into a work directory (but a directory that is work by its tag or the one it inherits) | `.create` with the directory's inherited owner |
+/// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: its tag, or the owner it inherits, and everything below it; EPERM) |
 ///
 /// Locations: a provider mount is its `--location` as a whole; a plain mount's objects are
 /// where the deciding policy's `locations` prefixes put their mount path (mountpoint +
-/// relative path), else the local drive. A directory renamed or linked is not checked file by
-/// file (the files inside keep their owners and are checked when opened).
+/// relative path), else the local drive. A directory renamed into another location is asked
+/// to save each work owner found below it there (`decideDirectoryMove`).
 extension OverlayFilesystem {
     /// The decision behind `admit` for the operations that have one (see the table).
     /// - Throws: `FilesystemError` with the decision's errno when it denies.
@@ -38,7 +40,24 @@ extension OverlayFilesystem {
             let inherited = try inheritedOwner(of: inode)
             return try decideNewContent(inheritedOwner: inherited, path: try self.mountPath(inode, name), asker)
         case .moveEntry(let name, let target, let newName):
-            guard let owner = workOwner(ofFile: name, in: inode) else { return .unchanged }
+            if let replaced = workOwner(ofFile: newName, in: target) {
+                // The work file at the new name is replaced (or exchanged): its content is
+                // written, as by an open with O_TRUNC.
+                try asker.enforce(self, .open(reading: false, writing: true), owner: replaced, location: .localDrive,
+                                  path: try mountPath(target, newName))
+            }
+            guard let owner = workOwner(ofFile: name, in: inode) else {
+                // Anything else but a directory that is work already (by its tag or the one it
+                // inherits) moved into a work directory is put there as a create would be.
+                let inherited = try inheritedOwner(of: target)
+                if workOwner(inherited) != nil, try !isWorkDirectory(name, in: inode) {
+                    let path = try mountPath(target, newName)
+                    try asker.enforce(self, .create, owner: inherited,
+                                      location: try location(ofMountPath: path, forAccount: options.account), path: path)
+                }
+                try decideDirectoryMove(name, in: inode, to: target, newName, asker)
+                return .unchanged
+            }
             try decideSave(owner: owner, path: try self.mountPath(target, newName), asker)
             return .unchanged
         case .linkInto(let target, let name):
@@ -78,7 +97,7 @@ extension OverlayFilesystem {
             }
             if decision.isRecorded {
                 // The mount path (a readlink of the backing descriptor) only for a record.
-                let event = AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.path,
+                let event = AuditEvent(uid: caller.uid, pid: caller.pid, executable: executable.shownPath,
                                        action: action.auditName, path: (try? path()) ?? "", owner: owner ?? "",
                                        decision: decision.verdict.auditName, rule: decision.rule)
                 fs.recordAccess(event)
@@ -141,6 +160,30 @@ extension OverlayFilesystem {
         return Admission(newOwner: newOwner)
     }
 
+    /// Whether `name` in `parent` is a directory whose owner (its tag, else the one it
+    /// inherits there) is a work account.
+    private func isWorkDirectory(_ name: UnsafePointer<CChar>, in parent: Inode) throws -> Bool {
+        guard let child = try? FileDescriptor.open(in: try parent.descriptor(), name,
+                                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return false }
+        return workOwner(try context.directoryOwner(backingDirectoryFD: child.rawValue) ?? inheritedOwner(of: parent)) != nil
+    }
+
+    /// A directory moved to another location takes the work files below it along: each work
+    /// owner there (its tag's, every file's and tagged directory's) is asked to save into the
+    /// new location, as for one file moved. Nothing is walked when the location stays.
+    private func decideDirectoryMove(_ name: UnsafePointer<CChar>, in parent: Inode, to target: Inode,
+                                     _ newName: UnsafePointer<CChar>, _ asker: Asker) throws {
+        guard let child = try? FileDescriptor.open(in: try parent.descriptor(), name,
+                                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return }
+        let from = try mountPath(parent, name), to = try mountPath(target, newName)
+        guard try location(ofMountPath: from, forAccount: options.account)
+                != location(ofMountPath: to, forAccount: options.account) else { return }
+        var owners = Set<String>()
+        if let owner = workOwner(context.directoryOwner(backingDirectoryFD: child.rawValue)) { owners.insert(owner) }
+        try collectWorkOwners(below: child, depth: 0, into: &owners)
+        for owner in owners.sorted() { try decideSave(owner: owner, path: to, asker) }
+    }
+
     /// A work file of `owner` saved at mount path `path` (saveToLocations of the owner).
     private func decideSave(owner: String, path: @autoclosure () throws -> String, _ asker: Asker) throws {
         let location = try location(ofMountPath: try path(), forAccount: owner)
@@ -180,14 +223,15 @@ extension OverlayFilesystem {
     }
 
     /// The work owners an owner change of `inode` rewrites: a file's own; for a directory its
-    /// tag's and those of every file and tagged directory below it (the recursive protect's
-    /// walk: by descriptors, symlinks not followed).
+    /// tag's (without one, the owner it inherits: what new files in it get) and those of every
+    /// file and tagged directory below it (the recursive protect's walk: by descriptors,
+    /// symlinks not followed).
     private func workOwnersChanged(by inode: Inode) throws -> Set<String> {
         var owners = Set<String>()
         if inode.isRegular {
             if let owner = workOwner(try ownerTag(of: inode)) { owners.insert(owner) }
         } else if inode.isDirectory {
-            if let owner = workOwner(try directoryTag(of: inode)) { owners.insert(owner) }
+            if let owner = workOwner(try directoryTag(of: inode) ?? inheritedOwner(of: inode)) { owners.insert(owner) }
             let directory = try FileDescriptor.open(in: try inode.descriptor(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             try collectWorkOwners(below: directory, depth: 0, into: &owners)
         }
