@@ -151,6 +151,18 @@ static inline int mamfs_file_identity_at(int dirfd, const char *path, struct mam
     return 0;
 }
 
+/* The birth time of `name` below `dirfd`, not following a final symlink (statx STATX_BTIME):
+ * 0 with seconds and nanoseconds set; 1 when the filesystem does not record it; -1 with errno
+ * set on failure. */
+static inline int mamfs_birth_time_at(int dirfd, const char *name, long long *seconds, unsigned int *nanoseconds) {
+    struct statx sx;
+    if (syscall(SYS_statx, dirfd, name, AT_SYMLINK_NOFOLLOW | 0x4000 /* AT_STATX_DONT_SYNC */, STATX_BTIME, &sx) != 0) return -1;
+    if (!(sx.stx_mask & STATX_BTIME)) return 1;
+    *seconds = sx.stx_btime.tv_sec;
+    *nanoseconds = sx.stx_btime.tv_nsec;
+    return 0;
+}
+
 /* Abstract unix stream sockets (a name in the network namespace, no file on any disk) for a
  * mount daemon's control channel, and the peer's credentials (SO_PEERCRED, whose struct ucred
  * glibc declares only under _GNU_SOURCE). Each returns -1 with errno set on failure. */

@@ -10,8 +10,11 @@ import MAMSystem
 /// the item and of everything below it, as on WebDAV or S3. The providers handle this without
 /// knowing it: `move` returns the item at its new identifier, and renames done directly in the
 /// directory are recognised because `contentVersion` survives a rename (same inode, size and
-/// mtime), and `fileID` is `<st_dev>:<st_ino>`, which a rename keeps (a write through this
-/// store replaces the file, so it gets a new one). Nothing is ever written to the remote to
+/// mtime), and `fileID` is `<st_dev>:<st_ino>:<birth time>`, which a rename keeps (a write
+/// through this store replaces the file, so it gets a new one). The birth time tells a new
+/// file that got a freed inode number at once (ext4 does) from the old one; on a filesystem
+/// that records none the fileID is `<st_dev>:<st_ino>` and such a file is told apart by the
+/// providers' content check of a rename (`ContentMatch`) only when its contentVersion differs. Nothing is ever written to the remote to
 /// track identity (no xattrs), so a read-only remote works for reading.
 ///
 /// Versions:
@@ -314,7 +317,8 @@ public struct LocalDirectoryRemote: RemoteStore {
         let metadata = "m:" + FileSystem.fnv1a("\(name)\u{0}\(parent.rawValue)\u{0}\(mode)\u{0}\(mtime)")
         return RemoteItem(identifier: ItemIdentifier(relative), parentIdentifier: parent, filename: name, type: type,
                           size: size, version: ItemVersion(contentVersion: contentVersion, metadataVersion: metadata),
-                          mode: mode, symlinkTarget: target, fileID: "\(st.st_dev):\(st.st_ino)")
+                          mode: mode, symlinkTarget: target,
+                          fileID: tree.birthTime(relative).map { "\(st.st_dev):\(st.st_ino):\($0)" } ?? "\(st.st_dev):\(st.st_ino)")
     }
 
     /// Copies `url` into a fsynced temp file `.NAME.mamfs-tmp-XXXXXX` in `directory` (relative

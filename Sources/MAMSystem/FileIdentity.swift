@@ -38,4 +38,14 @@ public struct FileIdentity: Equatable, Hashable, Sendable {
         self.mountID = mountID
         self.links = links
     }
+
+    /// The birth time of `name` below the directory `directoryFD`, a final symlink not
+    /// followed (statx STATX_BTIME), as "SECONDS.NANOSECONDS"; nil when the filesystem records
+    /// none or it cannot be read. A file made anew has another, also one that got a freed inode
+    /// number at once (ext4 hands them out again); a rename keeps it.
+    public static func birthTime(of name: String, in directoryFD: Int32) -> String? {
+        var seconds: Int64 = 0
+        var nanoseconds: UInt32 = 0
+        return mamfs_birth_time_at(directoryFD, name, &seconds, &nanoseconds) == 0 ? "\(seconds).\(nanoseconds)" : nil
+    }
 }

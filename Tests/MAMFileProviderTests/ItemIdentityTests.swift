@@ -33,7 +33,7 @@ struct ItemIdentityTests {
         try ProviderCommands.status(path: f.localPath(relative)).itemIdentifier
     }
 
-    @Test("the local-directory store gives every item its device and inode as fileID, kept by a rename")
+    @Test("the local-directory store gives every item its device, inode and birth time as fileID, kept by a rename")
     func localDirectoryFileIDs() throws {
         let f = try ProviderFixture()
         try f.writeRemote("d/x.txt", Array("x".utf8))
@@ -41,7 +41,7 @@ struct ItemIdentityTests {
         let before = try remote.item(ItemIdentifier("d/x.txt"))
         var st = stat()
         #expect(lstat(f.remotePath("d/x.txt"), &st) == 0)
-        #expect(before.fileID == "\(st.st_dev):\(st.st_ino)")
+        #expect(before.fileID?.hasPrefix("\(st.st_dev):\(st.st_ino):") == true, "device, inode and birth time: \(before.fileID ?? "")")
         #expect(rename(f.remotePath("d"), f.remotePath("e")) == 0)
         #expect(try remote.item(ItemIdentifier("e/x.txt")).fileID == before.fileID)
         #expect(try remote.item(ItemIdentifier("e")).fileID != before.fileID)
@@ -142,5 +142,38 @@ struct ItemIdentityTests {
         #expect(!f.exists(f.localPath("notes.txt")))
         #expect(try identifier(f, "notes-renamed.txt") == id)
         #expect(try f.plaintext(f.localPath("notes-renamed.txt")) == Array("first and more".utf8))
+    }
+
+    @Test("the local-directory store: a new file that got a vanished file's inode number at once (ext4 hands them out again), with its size and mtime, is no rename of it",
+          arguments: ["replicated", "non-replicated"])
+    func reusedInodeIsNoRename(kind: String) throws {
+        let f = try ProviderFixture()
+        var times = [timespec(tv_sec: 1_700_000_000, tv_nsec: 0), timespec(tv_sec: 1_700_000_000, tv_nsec: 0)]
+        let replicated = kind == "replicated" ? try f.replicated() : nil
+        let nonReplicated = kind == "replicated" ? nil : try f.nonReplicated()
+        func pass() throws -> SyncReport { try replicated?.syncOnce() ?? nonReplicated!.createPlaceholders() }
+        // Other processes take freed inode numbers too (tests run in parallel): tried until the
+        // new file gets the old one's.
+        var names: (old: String, new: String)?
+        for attempt in 1...100 where names == nil {
+            let old = "a\(attempt).txt", new = "b\(attempt).txt"
+            try f.writeRemote(old, Array("AAAA-original".utf8))
+            #expect(utimensat(AT_FDCWD, f.remotePath(old), &times, 0) == 0)
+            #expect(try pass().isClean)
+            try nonReplicated?.startProvidingItem(localPath: f.localPath(old))
+            let inode = f.inode(f.remotePath(old))
+            #expect(unlink(f.remotePath(old)) == 0)
+            try f.writeRemote(new, Array("BBBB-newfile!".utf8))
+            #expect(utimensat(AT_FDCWD, f.remotePath(new), &times, 0) == 0)
+            if f.inode(f.remotePath(new)) == inode { names = (old, new) } else { #expect(unlink(f.remotePath(new)) == 0) }
+        }
+        let (old, new) = try #require(names, "no new file got the freed inode number in 100 attempts")
+
+        let report = try pass()
+        #expect(report.isClean && report.movedLocally == 0, "\(report)")
+        #expect(!f.exists(f.localPath(old)))
+        try nonReplicated?.startProvidingItem(localPath: f.localPath(new))
+        #expect(try f.plaintext(f.localPath(new)) == Array("BBBB-newfile!".utf8))
+        #expect(try f.read(f.remotePath(new)) == Array("BBBB-newfile!".utf8))
     }
 }

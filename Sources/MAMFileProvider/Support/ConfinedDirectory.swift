@@ -158,6 +158,13 @@ public final class ConfinedDirectory: @unchecked Sendable {
         }
     }
 
+    /// The birth time of `relative` (not following a final symlink) as "SECONDS.NANOSECONDS",
+    /// nil when the filesystem does not record one or it cannot be read. A file made anew
+    /// (also one that reuses a freed inode number) has another; a rename keeps it.
+    func birthTime(_ relative: String) -> String? {
+        withParent(relative, failure: nil) { fd, name in FileIdentity.birthTime(of: name, in: fd) }
+    }
+
     func mkdir(_ relative: String, _ mode: mode_t) -> Int32 {
         withParent(relative, failure: -1) { mkdirat($0, $1, mode) }
     }
