@@ -88,4 +88,64 @@ struct LocalDirectoryRemoteTests {
         #expect(ConflictName.make(for: "a.txt", date: date, host: "ws1") { $0 == "a (conflict ws1 2023-11-14 221320).txt" }
                 == "a (conflict ws1 2023-11-14 221320 2).txt")
     }
+
+    @Test("a conflict name is at most 255 bytes: a long stem is cut at a character boundary, an extension too long to keep goes with it")
+    func longConflictNames() {
+        let date = Date(timeIntervalSince1970: 1_700_000_000)
+        let tag = " (conflict ws1 2023-11-14 221320)"
+        let ascii = String(repeating: "L", count: 245) + ".txt"
+        let made = ConflictName.make(for: ascii, date: date, host: "ws1") { _ in false }
+        #expect(made.utf8.count <= 255 && made == String(repeating: "L", count: 255 - tag.utf8.count - 4) + tag + ".txt", "\(made)")
+        let accented = String(repeating: "é", count: 120) + ".odt"
+        let cut = ConflictName.make(for: accented, date: date, host: "ws1") { _ in false }
+        #expect(cut.utf8.count <= 255 && cut.hasSuffix(tag + ".odt") && cut.hasPrefix("éé"), "\(cut)")
+        #expect(cut.dropLast((tag + ".odt").count).allSatisfy { $0 == "é" }, "no character split: \(cut)")
+        let longExtension = "a." + String(repeating: "x", count: 240)
+        let bare = ConflictName.make(for: longExtension, date: date, host: "ws1") { _ in false }
+        #expect(bare.utf8.count <= 255 && bare.hasPrefix("a.xxx") && bare.hasSuffix(tag), "\(bare)")
+        let numbered = ConflictName.make(for: ascii, date: date, host: "ws1") { $0.hasSuffix(tag + ".txt") }
+        #expect(numbered.utf8.count <= 255 && numbered.hasSuffix(" (conflict ws1 2023-11-14 221320 2).txt"), "\(numbered)")
+    }
+}
+
+/// A conflict on a name near NAME_MAX: the conflict copy's name is cut to fit, so the pass
+/// keeps both instead of failing on every run. (On the local-directory store: the WebDAV
+/// fixture's server writes through a temp name longer than such a name.)
+@Suite("Providers: conflicts on long names")
+struct LongNameConflictTests {
+    static let name = String(repeating: "L", count: 240) + ".txt"
+
+    @Test("replicated: both kept, the local edit under a conflict name of at most 255 bytes, uploaded")
+    func replicated() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote(Self.name, Array("base".utf8))
+        let provider = try f.replicated()
+        #expect(provider.syncOnce().isClean)
+        try f.writeRemote(Self.name, Array("remote edit".utf8))
+        try f.writeLocalProtected(Self.name, Array("local edit".utf8))
+        let report = provider.syncOnce()
+        #expect(report.isClean && report.conflicts == 1, "\(report)")
+        let copies = f.files(under: f.localRoot).filter { $0 != Self.name }
+        #expect(copies.count == 1 && copies.allSatisfy { $0.utf8.count <= 255 && $0.contains(" (conflict ") }, "\(copies)")
+        let copy = try #require(copies.first)
+        #expect(try f.plaintext(f.localPath(copy)) == Array("local edit".utf8))
+        #expect(try f.read(f.remotePath(copy)) == Array("local edit".utf8))
+        #expect(try f.plaintext(f.localPath(Self.name)) == Array("remote edit".utf8))
+        #expect(provider.syncOnce().isClean)
+    }
+
+    @Test("non-replicated: itemChanged keeps both, the conflict copy uploaded under a name of at most 255 bytes")
+    func nonReplicated() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote(Self.name, Array("base".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        try provider.startProvidingItem(localPath: f.localPath(Self.name))
+        try f.writeRemote(Self.name, Array("remote edit".utf8))
+        try f.writeLocalProtected(Self.name, Array("local edit".utf8))
+        let item = try #require(try provider.itemChanged(localPath: f.localPath(Self.name)))
+        #expect(item.filename.utf8.count <= 255 && item.filename.contains(" (conflict "), "\(item.filename)")
+        #expect(try f.read(f.remotePath(item.filename)) == Array("local edit".utf8))
+        #expect(try f.read(f.remotePath(Self.name)) == Array("remote edit".utf8))
+    }
 }
