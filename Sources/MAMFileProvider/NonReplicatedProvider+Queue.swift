@@ -154,7 +154,12 @@ extension NonReplicatedProvider {
                     try apply(change, path: path, otherPath: otherPath)
                 } ?? false
                 if !located {
-                    try apply(change, path: existingPath(change.path), otherPath: change.otherPath.flatMap(existingPath))
+                    // By path: where the objects are once the later changes happened locally.
+                    let later = ((try? queue.entries()) ?? []).filter { $0.sequence > entry.sequence }.map(\.change)
+                    let path = Self.forwarded(change.path, through: later)
+                    let other = change.kind == .exchanged ? change.otherPath.flatMap { Self.forwarded($0, through: later) }
+                                                          : change.otherPath
+                    try apply(change, path: path.flatMap(existingPath), otherPath: other.flatMap(existingPath))
                 }
                 count(change, in: &report)
             } catch where Self.isUnreachable(error) || Self.waitsForUnlock(error, binding.context) {
@@ -171,6 +176,39 @@ extension NonReplicatedProvider {
                 return .empty
             }
         }
+    }
+
+    /// Where the object a queued change found at `path` is once the `later` changes of the
+    /// queue happened locally (they all did before a replay by another process): their
+    /// renames (recorded with the old path) and exchanges applied in order, a directory's
+    /// taking what is below it along. nil when a later change removed the object or renamed
+    /// another one over it. A rename recorded without its old path (by an older mamfs) is
+    /// not followed.
+    static func forwarded(_ path: String, through later: [QueuedChange]) -> String? {
+        var current = path
+        for change in later {
+            switch change.kind {
+            case .renamed:
+                guard let from = change.otherPath else { continue }
+                if ExactName.isSelfOrBelow(current, from) {
+                    current = change.path + ExactName.dropPrefix(current, from)
+                } else if ExactName.isSelfOrBelow(current, change.path) {
+                    return nil
+                }
+            case .exchanged:
+                guard let other = change.otherPath else { continue }
+                if ExactName.isSelfOrBelow(current, change.path) {
+                    current = other + ExactName.dropPrefix(current, change.path)
+                } else if ExactName.isSelfOrBelow(current, other) {
+                    current = change.path + ExactName.dropPrefix(current, other)
+                }
+            case .removed:
+                if ExactName.isSelfOrBelow(current, change.path) { return nil }
+            case .changed, .madeDirectory, .linked:
+                continue
+            }
+        }
+        return current
     }
 
     private func count(_ change: QueuedChange, in report: inout SyncReport) {

@@ -24,7 +24,7 @@ public struct QueuedChange: Equatable, Sendable {
     public var kind: Kind
     /// The object's path relative to the local root (for `.renamed`: its new path).
     public var path: String
-    /// `.exchanged`: the second path.
+    /// `.exchanged`: the second path; `.renamed`: the old path (nil in rows of older mamfs).
     public var otherPath: String?
     /// `.removed`: the removed item; `.renamed`: the item the rename replaced (nil: none).
     public var item: ItemIdentifier?
@@ -176,7 +176,8 @@ final class UploadQueue: @unchecked Sendable {
             nextRetry: all.first?.nextRetry, lastError: all.compactMap(\.lastError).last,
             entries: all.map { entry in
                 let change = entry.change
-                return ([change.kind.rawValue, change.path] + (change.otherPath.map { [$0] } ?? [])).joined(separator: " ")
+                let other = change.kind == .exchanged ? change.otherPath.map { [$0] } ?? [] : []
+                return ([change.kind.rawValue, change.path] + other).joined(separator: " ")
             })
     }
 

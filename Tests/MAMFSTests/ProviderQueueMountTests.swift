@@ -171,4 +171,33 @@ struct ProviderQueueMountTests {
         #expect(m.read(m.remote + "/orig.txt") == Data("linked text\n".utf8), "the other name stays")
         #expect(m.protectedRemoteFiles().isEmpty)
     }
+
+    @Test("an exchange, a rename of one side and a new file under its old name, made while the remote was away, reach it right after a remount (the queue replayed by paths follows the later moves)")
+    func exchangeReplayedAfterRemount() throws {
+        let m = try ProviderMount("non-replicated")
+        defer { m.close() }
+        #expect(try m.sh("printf AAA > \"$M/ea\" && printf BBB > \"$M/eb\"").status == 0)
+        #expect(m.wait { m.read(m.remote + "/ea") == Data("AAA".utf8) && m.read(m.remote + "/eb") == Data("BBB".utf8) })
+        let away = m.remote + ".away"
+        #expect(rename(m.remote, away) == 0)
+        let moved = try m.sh(#"""
+        python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); m = os.environ["M"]
+        assert libc.renameat2(-100, (m + "/ea").encode(), -100, (m + "/eb").encode(), 2) == 0' && \
+        mv "$M/eb" "$M/ec" && printf newb > "$M/eb"
+        """#)
+        #expect(moved.status == 0, "\(moved.err)")
+        #expect(m.wait(5) { ((try? String(contentsOfFile: m.log, encoding: .utf8)) ?? "").contains("retried in") })
+        m.close()
+        #expect(rename(away, m.remote) == 0)
+        let again = try ProviderMount(reopening: m)
+        defer { again.close() }
+        let expected = ["ea": "BBB", "eb": "newb", "ec": "AAA"]
+        #expect(again.wait { expected.allSatisfy { again.read(again.remote + "/" + $0.key) == Data($0.value.utf8) } },
+                "\(expected.keys.sorted().map { "\($0)=\(String(decoding: again.read(again.remote + "/" + $0) ?? Data(), as: UTF8.self))" })")
+        for (name, bytes) in expected {
+            #expect(again.read(again.mountpoint + "/" + name) == Data(bytes.utf8), "\(name) in the mount")
+        }
+        try again.expectRemoteMatchesMount("after the remount")
+    }
 }
+

@@ -145,4 +145,46 @@ struct UploadQueueTests {
         #expect(f.files(under: f.remoteRoot).sorted() == ["x.txt", "y.txt"], "no temporary name left")
         f.expectRemotePlain()
     }
+
+    @Test("a queue replayed by another process (by paths) follows the later renames and exchanges in it: an exchange, a rename of one side and a new file under its old name, all while the remote was away")
+    func replayByPathFollowsLaterMoves() throws {
+        let f = try ProviderFixture()
+        try f.writeRemote("ea", Array("AAA".utf8))
+        try f.writeRemote("eb", Array("BBB".utf8))
+        let provider = try f.nonReplicated()
+        _ = try provider.createPlaceholders()
+        #expect(exchangePaths(f.localPath("eb"), f.localPath("ea")))
+        try provider.record(QueuedChange(kind: .exchanged, path: "ea", otherPath: "eb"))
+        #expect(rename(f.localPath("eb"), f.localPath("ec")) == 0)
+        try provider.record(QueuedChange(kind: .renamed, path: "ec", otherPath: "eb"))
+        try f.writeLocalProtected("eb", Array("newb".utf8))
+        try provider.record(QueuedChange(kind: .changed, path: "eb"))
+        #expect(try provider.queueStatus().entries == ["exchanged ea eb", "renamed ec", "changed eb"])
+
+        #expect(provider.replayQueue(schedule: RetrySchedule(), log: { Issue.record("\($0)") }) == .empty)
+        #expect(f.files(under: f.remoteRoot).sorted() == ["ea", "eb", "ec"])
+        for (name, bytes) in [("ea", "BBB"), ("eb", "newb"), ("ec", "AAA")] {
+            #expect(try f.read(f.remotePath(name)) == Array(bytes.utf8), "remote \(name)")
+            try provider.startProvidingItem(localPath: f.localPath(name))
+            #expect(try f.plaintext(f.localPath(name)) == Array(bytes.utf8), "local \(name)")
+        }
+        f.expectRemotePlain()
+    }
+
+    @Test("forwarding a recorded path: renames (a directory's too) and exchanges move it, a removal or a rename over it ends it, a rename without its old path is not followed")
+    func forwardedPaths() {
+        let later: [QueuedChange] = [
+            QueuedChange(kind: .renamed, path: "d2", otherPath: "d"),
+            QueuedChange(kind: .exchanged, path: "d2/x", otherPath: "y"),
+            QueuedChange(kind: .renamed, path: "z"),
+        ]
+        #expect(NonReplicatedProvider.forwarded("d/x", through: later) == "y")
+        #expect(NonReplicatedProvider.forwarded("y", through: later) == "d2/x")
+        #expect(NonReplicatedProvider.forwarded("d/w/v", through: later) == "d2/w/v")
+        #expect(NonReplicatedProvider.forwarded("z", through: later) == "z")
+        #expect(NonReplicatedProvider.forwarded("a", through: [QueuedChange(kind: .removed, path: "a", item: ItemIdentifier("a"))]) == nil)
+        #expect(NonReplicatedProvider.forwarded("b", through: [QueuedChange(kind: .renamed, path: "b", otherPath: "c")]) == nil)
+        #expect(NonReplicatedProvider.forwarded("c", through: [QueuedChange(kind: .renamed, path: "b", otherPath: "c")]) == "b")
+    }
 }
+

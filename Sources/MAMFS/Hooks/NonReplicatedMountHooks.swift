@@ -164,8 +164,9 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
                 try apply(source?.currentPath(expecting: source?.identifier), target?.currentPath(expecting: target?.identifier))
             }
         } else {
-            runner.record(QueuedChange(kind: .renamed, path: relative(newPath), item: replaced?.identifier,
-                                       baseVersion: replaced?.baseVersion, replacedSize: replaced?.attributes?.size)) { apply in
+            runner.record(QueuedChange(kind: .renamed, path: relative(newPath), otherPath: relative(oldPath),
+                                       item: replaced?.identifier, baseVersion: replaced?.baseVersion,
+                                       replacedSize: replaced?.attributes?.size)) { apply in
                 try apply(source?.currentPath(expecting: source?.identifier), nil)
             }
         }
