@@ -15,7 +15,7 @@ extension CallerExecutable: ExecutableIdentity {}
 /// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
 /// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
 /// | rename over (or exchange with) a work file | `.open(reading: false, writing: true)` with that file's owner |
-/// | rename of anything else into a work directory (but a directory that is work by its tag or the one it inherits) | `.create` with the directory's inherited owner |
+/// | rename or link of anything else into a work directory (but a directory that is work by its tag or the one it inherits) | `.create` with the directory's inherited owner |
 /// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: its tag, or the owner it inherits, and everything below it; EPERM) |
 ///
 /// Locations: a provider mount is its `--location` as a whole; a plain mount's objects are
@@ -49,19 +49,18 @@ extension OverlayFilesystem {
             guard let owner = workOwner(ofFile: name, in: inode) else {
                 // Anything else but a directory that is work already (by its tag or the one it
                 // inherits) moved into a work directory is put there as a create would be.
-                let inherited = try inheritedOwner(of: target)
-                if workOwner(inherited) != nil, try !isWorkDirectory(name, in: inode) {
-                    let path = try mountPath(target, newName)
-                    try asker.enforce(self, .create, owner: inherited,
-                                      location: try location(ofMountPath: path, forAccount: options.account), path: path)
-                }
+                if try !isWorkDirectory(name, in: inode) { try decidePutInto(target, newName, asker) }
                 try decideDirectoryMove(name, in: inode, to: target, newName, asker)
                 return .unchanged
             }
             try decideSave(owner: owner, path: try self.mountPath(target, newName), asker)
             return .unchanged
         case .linkInto(let target, let name):
-            guard inode.isRegular, let owner = workOwner(try ownerTag(of: inode)) else { return .unchanged }
+            guard inode.isRegular else { return .unchanged }
+            guard let owner = workOwner(try ownerTag(of: inode)) else {
+                try decidePutInto(target, name, asker)
+                return .unchanged
+            }
             try decideSave(owner: owner, path: try self.mountPath(target, name), asker)
             return .unchanged
         case .changeOwner(let value):
@@ -158,6 +157,16 @@ extension OverlayFilesystem {
         let newOwner = decision.newOwner ?? inherited
         if let owner = workOwner(newOwner) { try decideSave(owner: owner, path: try path(), asker) }
         return Admission(newOwner: newOwner)
+    }
+
+    /// Something that is not work data put into `directory` as `name` by a rename or link: in
+    /// a work directory, asked as a create there (an unmanaged program may not).
+    private func decidePutInto(_ directory: Inode, _ name: UnsafePointer<CChar>, _ asker: Asker) throws {
+        let inherited = try inheritedOwner(of: directory)
+        guard workOwner(inherited) != nil else { return }
+        let path = try mountPath(directory, name)
+        try asker.enforce(self, .create, owner: inherited, location: try location(ofMountPath: path, forAccount: options.account),
+                          path: path)
     }
 
     /// Whether `name` in `parent` is a directory whose owner (its tag, else the one it
