@@ -370,6 +370,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         case ENOTCONN, ESTALE, ENODEV, EHOSTDOWN, EHOSTUNREACH, ENETUNREACH:
             return .unreachable("\(root): \(String(cString: strerror(code)))")
         case EEXIST, ENOTEMPTY: return .conflict(identifier, current: (try? item(identifier))?.version)
+        case ENOSPC, EDQUOT: return .insufficientStorage(identifier)
         default: return .failed("\(what) '\(identifier)': \(String(cString: strerror(code)))")
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import MAMFileProvider
 @testable import MAMProtection
+import MAMTestSupport
 
 @Suite("Provider commands")
 struct ProviderCommandsTests {
@@ -105,6 +106,27 @@ struct LocalDirectoryRemoteTests {
         #expect(bare.utf8.count <= 255 && bare.hasPrefix("a.xxx") && bare.hasSuffix(tag), "\(bare)")
         let numbered = ConflictName.make(for: ascii, date: date, host: "ws1") { $0.hasSuffix(tag + ".txt") }
         #expect(numbered.utf8.count <= 255 && numbered.hasSuffix(" (conflict ws1 2023-11-14 221320 2).txt"), "\(numbered)")
+    }
+}
+
+/// A full local-directory remote says so, as a full WebDAV server (HTTP 507) does.
+@Suite("Local-directory remote: a full disk")
+struct LocalRemoteFullDiskTests {
+    @Test("a full remote directory is .insufficientStorage naming the item (exit 74), not an I/O error; no temp file is left")
+    func fullRemoteDirectory() throws {
+        let scratch = try TempDirectory(prefix: "mamfs-full-remote")
+        let root = scratch.file("remote")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let mounted = try shell("mount -t tmpfs -o size=1m,mode=0755 mamfs-full-remote \(shellQuote(root)) 2>&1")
+        try #require(mounted.status == 0, "tmpfs: \(mounted.out)")
+        defer { _ = try? shell("umount \(shellQuote(root)) || umount -l \(shellQuote(root))") }
+        let big = scratch.file("big")
+        try Data(repeating: 0x61, count: 3 << 20).write(to: URL(fileURLWithPath: big))
+        let store = LocalDirectoryRemote(root: root)
+        #expect(throws: RemoteError.insufficientStorage(ItemIdentifier("big.bin"))) {
+            try store.create(parent: .rootContainer, name: "big.bin", contents: .file(URL(fileURLWithPath: big)))
+        }
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: root)) == [], "nothing left behind")
     }
 }
 
