@@ -50,7 +50,7 @@ public final class NonReplicatedProvider: Sendable {
 
     /// `localPath` relative to the root.
     /// - Throws: `.invalidArguments` for a path outside the root.
-    private func relative(_ localPath: String) throws -> String {
+    func relative(_ localPath: String) throws -> String {
         guard let relative = layout.relativePath(of: localPath) else {
             throw MAMError.invalidArguments("\(localPath) is not inside \(layout.root)")
         }
@@ -104,7 +104,7 @@ public final class NonReplicatedProvider: Sendable {
 
     /// Makes the provided copy of `plain` for `item` and renames it to `relative` when
     /// `stillWanted()` holds just before the rename (`noReplace`: never over an existing file).
-    private func installProvidedCopy(plain: PlainBuffer, item: RemoteItem, at relative: String, in tree: ConfinedDirectory,
+    func installProvidedCopy(plain: PlainBuffer, item: RemoteItem, at relative: String, in tree: ConfinedDirectory,
                                      noReplace: Bool = false, stillWanted: () -> Bool = { true }) throws {
         let provided = try layout.makeTemporaryFile(name: item.filename) { fd in
             try ProviderRules.writeProvidedCopy(plain: plain, owner: binding.accountId, into: fd, context: binding.context)

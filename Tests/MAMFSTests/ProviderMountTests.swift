@@ -27,6 +27,8 @@ final class ProviderMount: @unchecked Sendable {
     /// The WebDAV server the mount's remote is on (nil: the remote is the directory `remote`).
     /// `remote` is then the directory Apache serves.
     let server: ApacheDAVServer?
+    /// The URL of a WebDAV server the test runs itself (nil: `server` or the directory).
+    let remoteURL: String?
     /// The `--remote-credentials` file of a WebDAV mount (0600).
     var credentialsFile: String { base + "/credentials" }
     private var mounted = false
@@ -45,9 +47,12 @@ final class ProviderMount: @unchecked Sendable {
     ///   - options: extra `-o` words.
     ///   - webdav: put the remote on a real Apache WebDAV server (`--remote URL`,
     ///     `--remote-credentials FILE`).
+    ///   - remoteURL: a WebDAV URL of the test's own server to mount instead (no credentials).
     init(_ kind: String, encrypt: Bool = true, receiveData: String = "all", syncInterval: Double = 1,
-         location: String? = nil, remoteCheckInterval: Double? = nil, options: [String] = [], webdav: Bool = false) throws {
+         location: String? = nil, remoteCheckInterval: Double? = nil, options: [String] = [], webdav: Bool = false,
+         remoteURL: String? = nil) throws {
         self.kind = kind
+        self.remoteURL = remoteURL
         self.options = options
         base = NSTemporaryDirectory() + "mamfs-pm-\(UUID().uuidString.prefix(12))"
         state = base + "/state"
@@ -93,6 +98,7 @@ final class ProviderMount: @unchecked Sendable {
         mountpoint = previous.mountpoint
         log = previous.log
         options = previous.options
+        remoteURL = previous.remoteURL
         try mamfs(["mount", backing, mountpoint, "--provider", kind, "--account", Self.account,
                    "-o", (["attr_timeout=0,entry_timeout=0,log=" + log] + options).joined(separator: ",")] + remoteArguments)
         mounted = true
@@ -100,6 +106,7 @@ final class ProviderMount: @unchecked Sendable {
 
     /// `--remote DIR`, or `--remote URL --remote-credentials FILE` for a WebDAV remote.
     var remoteArguments: [String] {
+        if let remoteURL { return ["--remote", remoteURL] }
         guard let server else { return ["--remote", remote] }
         return ["--remote", server.baseURL, "--remote-credentials", credentialsFile]
     }

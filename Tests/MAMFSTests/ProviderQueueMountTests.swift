@@ -199,5 +199,33 @@ struct ProviderQueueMountTests {
         }
         try again.expectRemoteMatchesMount("after the remount")
     }
+
+    @Test("a slow download holds neither the open of another placeholder nor the remote work queued meanwhile; both files read their own bytes")
+    func slowDownloadHoldsNothingElse() throws {
+        var slow = LyingDAVServer.File(String(repeating: "slow bytes\n", count: 20), etag: "\"s1\"")
+        slow.getDelay = 8
+        let server = try LyingDAVServer(files: ["slow.txt": slow, "fast.txt": LyingDAVServer.File("fast bytes\n", etag: "\"f1\"")])
+        let m = try ProviderMount("non-replicated", remoteURL: server.baseURL)
+        defer { m.close() }
+        let r = try m.sh(#"""
+        cat "$M/slow.txt" > "$B.slow" & pid=$!
+        sleep 1
+        start=$(date +%s%N); cat "$M/fast.txt"; end=$(date +%s%N)
+        echo "fast_ms=$(( (end - start) / 1000000 ))"
+        start=$(date +%s%N); printf 'new\n' > "$M/new.txt" && sync "$M/new.txt"; end=$(date +%s%N)
+        echo "upload_ms=$(( (end - start) / 1000000 ))"
+        wait $pid; echo "slow=$?"; cat "$B.slow"; rm -f "$B.slow"
+        """#)
+        let lines = r.out.split(separator: "\n").map(String.init)
+        #expect(lines.first == "fast bytes" && lines.contains("slow=0"), "\(r.out) \(r.err)")
+        func milliseconds(_ key: String) -> Int {
+            lines.first { $0.hasPrefix(key + "=") }.flatMap { Int($0.dropFirst(key.count + 1)) } ?? .max
+        }
+        // The slow GET answers 8 s after it started; the other open and an fsync'd upload
+        // (fsync returns once the queue uploaded it) wait for nothing of it.
+        #expect(milliseconds("fast_ms") < 4_000, "the other placeholder waited \(milliseconds("fast_ms")) ms for the slow download")
+        #expect(milliseconds("upload_ms") < 4_000, "the upload waited \(milliseconds("upload_ms")) ms for the slow download")
+        #expect(r.out.hasSuffix(String(repeating: "slow bytes\n", count: 20)), "\(r.out)")
+    }
 }
 

@@ -6,7 +6,8 @@ import Glibc
 /// script of files, each with what its PROPFIND says (`etag`, `length`: any text, so negative
 /// or huge lengths too) and what its GET sends (`body`, or `getBody` instead; `contentLength`
 /// false to send none and close the connection after the bytes, as a server dying mid-transfer
-/// looks); a PUT may be followed by another client's write (`afterPut`). No authentication. Stopped by its PID by `stop()` and deinit.
+/// looks; `getDelay` to answer late); a PUT may be followed by another client's write
+/// (`afterPut`) or refused (`putStatus`). No authentication. Stopped by its PID by `stop()` and deinit.
 public final class LyingDAVServer: @unchecked Sendable {
     /// One file of the collection.
     public struct File: Codable, Sendable {
@@ -22,6 +23,8 @@ public final class LyingDAVServer: @unchecked Sendable {
         public var afterPut: String?
         /// The status every PUT of the file is answered with instead (nothing is stored).
         public var putStatus: Int?
+        /// Seconds a GET of the file waits before it answers (a slow server or link).
+        public var getDelay: Double?
 
         /// A file whose listing and GET agree with `body`, unless changed after.
         public init(_ body: String, etag: String) {
@@ -94,6 +97,8 @@ public final class LyingDAVServer: @unchecked Sendable {
             f = files.get(self.path[len("/dav/"):])
             if f is None:
                 self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+            if f.get("getDelay"):
+                import time; time.sleep(f["getDelay"])
             data = (f["getBody"] if f.get("getBody") is not None else f["body"]).encode()
             self.send_response(200); self.send_header("ETag", f["etag"])
             if f["contentLength"]:

@@ -79,26 +79,38 @@ final class NonReplicatedMountHooks: MountHooks, @unchecked Sendable {
         NonReplicatedProvider.placeholderInfo(localPath: try path())?.size
     }
 
-    /// `startProvidingItem` on the queue, after the remote work queued before it, under the
-    /// entry's exclusive content lock; then the entry is pointed at the provided file (it
-    /// replaced the placeholder by rename). On the queue because a queued rename changes the
-    /// placeholder's item identifier after the remote move: a download running beside it would
-    /// ask the remote for the old identifier, which no longer exists. The lock is taken inside
-    /// the queue, in the order an upload takes it.
+    /// The contents are downloaded first, beside the queue (`prefetchPlaceholder`, at most
+    /// `concurrentDownloads` at once), so a slow download holds neither other opens nor the
+    /// remote work queued meanwhile; then `startProvidingItem(localPath:prefetched:)` runs on
+    /// the queue, after the remote work queued before it, under the entry's exclusive content
+    /// lock, and the entry is pointed at the provided file (it replaced the placeholder by
+    /// rename). The placeholder is replaced on the queue because a queued rename changes its
+    /// item identifier after the remote move: a download made for the old identifier is used
+    /// only while the placeholder still has it, else the item is downloaded again there. The
+    /// lock is taken inside the queue, in the order an upload takes it.
     func materializeIfPlaceholder(_ inode: Inode, in fs: OverlayFilesystem) throws {
         guard inode.isRegular else { return }
         var st = stat()
         guard fstatat(inode.fd, "", &st, SystemConstants.emptyPath | AT_SYMLINK_NOFOLLOW) == 0, st.st_size == 0 else { return }
+        let prefetched: PlaceholderDownload? = (try? fs.backingPath(inode)).flatMap { path in
+            downloadSlots.wait()
+            defer { downloadSlots.signal() }
+            return provider.prefetchPlaceholder(localPath: path)
+        }
         try work.sync {
             runner.drain(force: true)
             try inode.contentLock.writing {
                 let path = try fs.backingPath(inode)
                 guard NonReplicatedProvider.placeholderInfo(localPath: path) != nil else { return }
-                try provider.startProvidingItem(localPath: path)
+                try provider.startProvidingItem(localPath: path, prefetched: prefetched)
                 fs.repoint(inode, toPath: path, handles: .moveEntry)
             }
         }
     }
+
+    /// Placeholder downloads running beside the queue at most (each holds a whole file in memory).
+    static let concurrentDownloads = 4
+    private let downloadSlots = DispatchSemaphore(value: NonReplicatedMountHooks.concurrentDownloads)
 
     /// The change is recorded under the file's current name and replayed behind earlier
     /// changes; the replay finds the file by its entry (the path it has then, after any rename;
