@@ -182,6 +182,8 @@ final class CallerProcesses: Sendable {
     /// The daemon's own user namespace (device, inode of `procRoot/self/ns/user`); nil when it
     /// cannot be read (a /proc-like test directory), and then no caller's is compared.
     private let userNamespace: (UInt64, UInt64)?
+    /// The daemon's own mount namespace (`procRoot/self/ns/mnt`), likewise.
+    private let mountNamespace: (UInt64, UInt64)?
 
     init(capacity: Int = 1024, digests: ExecutableDigests = ExecutableDigests(), procRoot: String = "/proc") {
         self.capacity = max(1, capacity)
@@ -190,6 +192,7 @@ final class CallerProcesses: Sendable {
         procFD = (try? FileDescriptor.open(procRoot, O_RDONLY | O_DIRECTORY | O_CLOEXEC).take()) ?? -1
         var st = stat()
         userNamespace = procFD >= 0 && fstatat(procFD, "self/ns/user", &st, 0) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
+        mountNamespace = procFD >= 0 && fstatat(procFD, "self/ns/mnt", &st, 0) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
     }
 
     deinit {
@@ -244,15 +247,24 @@ final class CallerProcesses: Sendable {
     /// its exe link at another file (prctl PR_SET_MM_MAP): so a caller outside the daemon's
     /// user namespace (a container, `unshare -U`, a bubblewrap sandbox) is never a managed
     /// app, and a path that names another file in the daemon's view (a mount namespace of its
-    /// own) is not the process's. A removed executable (" (deleted)") is judged by its
-    /// namespace alone.
+    /// own) is not the process's. A removed executable (" (deleted)", an upgraded program
+    /// still running) has no file at its path to compare: it is trusted only in the daemon's
+    /// own mount namespace.
     private func distrust(_ path: String, deleted: Bool, of file: FileIdentity, process directory: Int32) -> String? {
-        if let own = userNamespace {
+        func sameNamespace(_ kind: String, _ own: (UInt64, UInt64)?) -> Bool? {
+            guard let own else { return true }
             var st = stat()
-            guard fstatat(directory, "ns/user", &st, 0) == 0 else { return "its user namespace cannot be read" }
-            guard (UInt64(st.st_dev), UInt64(st.st_ino)) == own else { return "in another user namespace" }
+            guard fstatat(directory, "ns/" + kind, &st, 0) == 0 else { return nil }
+            return (UInt64(st.st_dev), UInt64(st.st_ino)) == own
         }
-        guard !deleted else { return nil }
+        switch sameNamespace("user", userNamespace) {
+        case nil: return "its user namespace cannot be read"
+        case false?: return "in another user namespace"
+        case true?: break
+        }
+        if deleted {
+            return sameNamespace("mnt", mountNamespace) == true ? nil : "removed, in another mount namespace"
+        }
         var st = stat()
         guard !path.isEmpty, stat(path, &st) == 0, UInt64(st.st_dev) == file.device, UInt64(st.st_ino) == file.inode else {
             return "not the file at that path here"

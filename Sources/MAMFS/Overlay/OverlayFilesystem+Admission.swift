@@ -33,6 +33,8 @@ enum Operation {
     case moveEntry(name: UnsafePointer<CChar>, into: Inode, newName: UnsafePointer<CChar>)
     /// The object is to get the new link `name` in `into`.
     case linkInto(Inode, name: UnsafePointer<CChar>)
+    /// A symlink, FIFO, socket or device `name` is to be made in the directory.
+    case makeSpecial(name: UnsafePointer<CChar>)
 }
 
 /// The owner an open is decided for.
@@ -70,7 +72,7 @@ extension OverlayFilesystem {
     @inline(__always) @discardableResult
     func admit(_ operation: Operation, on inode: Inode, by caller: Caller) throws -> Admission {
         switch operation {
-        case .open, .createFile, .moveEntry, .linkInto, .changeOwner:
+        case .open, .createFile, .moveEntry, .linkInto, .makeSpecial, .changeOwner:
             guard isEnforcing else { return .unchanged }
             return try decideAccess(operation, on: inode, by: caller)
         default:

@@ -16,7 +16,7 @@ extension OverlayFilesystem {
     /// Makes a special file, or a regular file tagged like a created one.
     func mknod(parent: UInt64, name: UnsafePointer<CChar>, mode: mode_t, rdev: dev_t, caller: Caller) throws -> MadeEntry {
         guard (mode & S_IFMT) == S_IFREG else {
-            return try makeObject(parent, name, caller, mode: mode) { dirFD in mknodat(dirFD, name, mode, rdev) }
+            return try makeObject(parent, name, caller, mode: mode, special: true) { dirFD in mknodat(dirFD, name, mode, rdev) }
         }
         var made: MadeObject?
         do {
@@ -35,20 +35,22 @@ extension OverlayFilesystem {
 
     /// Makes the symlink `name` in `parent` pointing at `target` (the kernel's bytes).
     func symlink(target: UnsafePointer<CChar>, parent: UInt64, name: UnsafePointer<CChar>, caller: Caller) throws -> MadeEntry {
-        try makeObject(parent, name, caller) { dirFD in symlinkat(target, dirFD, name) }
+        try makeObject(parent, name, caller, special: true) { dirFD in symlinkat(target, dirFD, name) }
     }
 
-    /// mkdir, mknod (not regular) and symlink: `make` creates `name` in the directory open as
+    /// mkdir, mknod (not regular) and symlink (`special`: admitted as `.makeSpecial`): `make`
+    /// creates `name` in the directory open as
     /// its argument and returns 0 or -1 with errno; it runs as the caller (`asCaller`: the
     /// object is born the caller's, with the set-id bits of `mode` the kernel lets the caller
     /// keep) and the object is looked up. On any failure after it was
     /// made, it is removed again (MadeObject).
     private func makeObject(_ parent: UInt64, _ name: UnsafePointer<CChar>, _ caller: Caller, mode: mode_t = 0,
-                            _ make: (Int32) -> Int32) throws -> MadeEntry {
+                            special: Bool = false, _ make: (Int32) -> Int32) throws -> MadeEntry {
         var made: MadeObject?
         do {
             let dir = try node(parent, for: .makeEntry, by: caller)
             try checkVisibleName(dir, name)
+            if special { try admit(.makeSpecial(name: name), on: dir, by: caller) }
             let dirFD = try dir.descriptor()
             do {
                 try asCaller(caller, mode: mode) { () throws(Errno) in guard make(dirFD) == 0 else { throw Errno.current } }

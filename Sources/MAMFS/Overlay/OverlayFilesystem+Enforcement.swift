@@ -15,13 +15,13 @@ extension CallerExecutable: ExecutableIdentity {}
 /// | create, mknod of a file | `.create` with the inherited owner, then `.save` when the new owner is a work account |
 /// | rename, link of a work file | `.save(into:)` the location of the target's mount path |
 /// | rename over (or exchange with) a work file | `.open(reading: false, writing: true)` with that file's owner |
-/// | rename or link of anything else into a work directory (but a directory that is work by its tag or the one it inherits) | `.create` with the directory's inherited owner |
+/// | rename (into another directory) or link of anything else into a work directory (but a directory that is work by its tag or the one it inherits); symlink, mknod of a FIFO, socket or device there | `.create` with the directory's inherited owner |
 /// | `user.mam.owner` of a file or directory | `.declassify(newOwner:)` for each work owner it rewrites (a directory: its tag, or the owner it inherits, and everything below it; EPERM) |
 ///
 /// Locations: a provider mount is its `--location` as a whole; a plain mount's objects are
 /// where the deciding policy's `locations` prefixes put their mount path (mountpoint +
-/// relative path), else the local drive. A directory renamed into another location is asked
-/// to save each work owner found below it there (`decideDirectoryMove`).
+/// relative path), else the local drive. A directory renamed is asked to save each work owner
+/// found below it where its files land (`decideDirectoryMove`).
 extension OverlayFilesystem {
     /// The decision behind `admit` for the operations that have one (see the table).
     /// - Throws: `FilesystemError` with the decision's errno when it denies.
@@ -48,20 +48,24 @@ extension OverlayFilesystem {
             }
             guard let owner = workOwner(ofFile: name, in: inode) else {
                 // Anything else but a directory that is work already (by its tag or the one it
-                // inherits) moved into a work directory is put there as a create would be.
-                if try !isWorkDirectory(name, in: inode) { try decidePutInto(target, newName, asker) }
+                // inherits) moved into another directory that is work is put there as a create
+                // would be (a rename within one directory brings nothing new into it).
+                if target !== inode, try !isWorkDirectory(name, in: inode) { try decidePutInto(target, newName, asker) }
                 try decideDirectoryMove(name, in: inode, to: target, newName, asker)
                 return .unchanged
             }
             try decideSave(owner: owner, path: try self.mountPath(target, newName), asker)
             return .unchanged
         case .linkInto(let target, let name):
-            guard inode.isRegular else { return .unchanged }
-            guard let owner = workOwner(try ownerTag(of: inode)) else {
+            guard inode.isRegular, let owner = workOwner(try ownerTag(of: inode)) else {
                 try decidePutInto(target, name, asker)
                 return .unchanged
             }
             try decideSave(owner: owner, path: try self.mountPath(target, name), asker)
+            return .unchanged
+        case .makeSpecial(let name):
+            // A symlink or FIFO in a work directory would lead a managed app's save elsewhere.
+            try decidePutInto(inode, name, asker)
             return .unchanged
         case .changeOwner(let value):
             let owners = try workOwnersChanged(by: inode)
@@ -177,20 +181,28 @@ extension OverlayFilesystem {
         return workOwner(try context.directoryOwner(backingDirectoryFD: child.rawValue) ?? inheritedOwner(of: parent)) != nil
     }
 
-    /// A directory moved to another location takes the work files below it along: each work
-    /// owner there (its tag's, every file's and tagged directory's) is asked to save into the
-    /// new location, as for one file moved. Nothing is walked when the location stays.
+    /// A directory moved takes the work files below it along: for each work owner there (its
+    /// tag's, every file's and tagged directory's) whose policy's `locations` split the mount,
+    /// a save is asked at the directory's new path and at the new path of every location
+    /// prefix inside it (where those files land). A provider mount is one location: nothing is
+    /// walked there.
     private func decideDirectoryMove(_ name: UnsafePointer<CChar>, in parent: Inode, to target: Inode,
                                      _ newName: UnsafePointer<CChar>, _ asker: Asker) throws {
-        guard let child = try? FileDescriptor.open(in: try parent.descriptor(), name,
+        guard options.provider == nil,
+              let child = try? FileDescriptor.open(in: try parent.descriptor(), name,
                                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return }
-        let from = try mountPath(parent, name), to = try mountPath(target, newName)
-        guard try location(ofMountPath: from, forAccount: options.account)
-                != location(ofMountPath: to, forAccount: options.account) else { return }
         var owners = Set<String>()
         if let owner = workOwner(context.directoryOwner(backingDirectoryFD: child.rawValue)) { owners.insert(owner) }
         try collectWorkOwners(below: child, depth: 0, into: &owners)
-        for owner in owners.sorted() { try decideSave(owner: owner, path: to, asker) }
+        let from = try mountPath(parent, name), to = try mountPath(target, newName)
+        let inside = from.hasSuffix("/") ? from : from + "/"
+        for owner in owners.sorted() where policyFact(owner).mountLocation == nil {
+            let locations = context.policyEvaluator.policy(forAccountId: owner)?.locations ?? StorageLocations()
+            try decideSave(owner: owner, path: to, asker)
+            for entry in locations.entries where entry.prefix.hasPrefix(inside) {
+                try decideSave(owner: owner, path: to + "/" + entry.prefix.dropFirst(inside.count), asker)
+            }
+        }
     }
 
     /// A work file of `owner` saved at mount path `path` (saveToLocations of the owner).
