@@ -44,7 +44,7 @@ struct ProcessKey: Hashable, Sendable {
 /// (a `managedApps` rule with a digest), shared by every process running the same file.
 final class CallerExecutable: Sendable {
     /// The absolute executable path the rules match ("" when the process's executable could
-    /// not be read, or its path cannot be trusted: `CallerProcesses.trustedPath`).
+    /// not be read, or its path cannot be trusted: `CallerProcesses.distrust`).
     let path: String
     /// The path for the audit log and the desktop: `path`, or for an untrusted one what the
     /// process's /proc/PID/exe says with why it is not trusted.
