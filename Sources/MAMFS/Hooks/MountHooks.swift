@@ -11,6 +11,7 @@ import MAMFileProvider
 /// |-----------------------------------------|--------------------------------------------------------|
 /// | mount                                   | `initialPass` (bind the root, `createPlaceholders` / `syncOnce`), `start` |
 /// | any name at the root                    | `isReservedRootName`: `.mamfs-provider` is hidden (ENOENT / EPERM / left out of listings) |
+/// | a new name on a provider mount          | `ProviderNames.isTemporaryName`: a provider temp file's form is EPERM (`checkVisibleName`) |
 /// | list/get/set/removexattr                | `isReservedAttribute`: `user.mam.fp.*` hidden on every kind (not listed, ENODATA, EPERM) |
 /// | getattr / lookup / readdirplus of an empty file without header | `placeholderSize`: the remote size |
 /// | open / truncate by path                 | `materializeIfPlaceholder`: `startProvidingItem`, then the entry is repointed |
@@ -103,6 +104,14 @@ enum ProviderNames {
     /// True for `.mamfs-provider`.
     static func isMetadataName(_ name: UnsafePointer<CChar>) -> Bool {
         strcmp(name, metadataName) == 0
+    }
+
+    /// True for a name of the form the providers' temp files have (`.NAME.mamfs-tmp-XXXXXX`),
+    /// which both providers skip, other than the temp names of mamfs' own rewrites through
+    /// a mount (`.NAME.mamfs-tmp-pPID-SUFFIX`, `WriterTemporaryName`), which are renamed away.
+    static func isTemporaryName(_ name: UnsafePointer<CChar>) -> Bool {
+        guard name.pointee == 0x2E, strstr(name, ".mamfs-tmp-") != nil else { return false }
+        return WriterTemporaryName.writer(of: String(cString: name)) == nil
     }
 
     /// True for the provider's own extended attributes (`user.mam.fp.*`).

@@ -101,7 +101,13 @@ extension OverlayFilesystem {
 
     /// EPERM/ENOENT (`missing`) for a name the mount kind reserves at the root (a provider
     /// mount's `.mamfs-provider` is not part of the tree programs see).
+    ///
+    /// A new name (`missing` false) of the form of the providers' temp files is EPERM on a
+    /// provider mount: both providers skip such names, so a file made under one would never
+    /// be synced, without a word (`ProviderNames.isTemporaryName`). (EPERM, not EINVAL, which
+    /// mv(1) reports as a move into a subdirectory of itself.)
     func checkVisibleName(_ parent: Inode, _ name: UnsafePointer<CChar>, missing: Bool = false) throws {
+        if !missing, options.provider != nil, ProviderNames.isTemporaryName(name) { throw FilesystemError(code: EPERM) }
         guard parent.nodeid == table.root.nodeid, hooks.isReservedRootName(name) else { return }
         throw FilesystemError(code: missing ? ENOENT : EPERM)
     }
