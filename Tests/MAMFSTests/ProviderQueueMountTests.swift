@@ -178,6 +178,8 @@ struct ProviderQueueMountTests {
         defer { m.close() }
         #expect(try m.sh("printf AAA > \"$M/ea\" && printf BBB > \"$M/eb\"").status == 0)
         #expect(m.wait { m.read(m.remote + "/ea") == Data("AAA".utf8) && m.read(m.remote + "/eb") == Data("BBB".utf8) })
+        // Uploaded and recorded as items (the attributes are written after the upload).
+        #expect(m.wait(30) { queueCount(m) == 0 }, "queue drained: \(String(describing: try? queueStatus(m)))")
         let away = m.remote + ".away"
         #expect(rename(m.remote, away) == 0)
         let moved = try m.sh(#"""
