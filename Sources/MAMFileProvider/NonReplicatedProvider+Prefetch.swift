@@ -29,33 +29,41 @@ extension NonReplicatedProvider {
     public func prefetchPlaceholder(localPath: String) -> PlaceholderDownload? {
         guard let relative = try? relative(localPath), let tree = try? tree(),
               let attributes = LocalItemAttributes.read(relative, in: tree), attributes.isPlaceholder else { return nil }
-        let result = Result { () throws -> (plain: PlainBuffer, item: RemoteItem) in
-            let download = try PlainBuffer(name: "mamfs-download")
-            let item = try binding.remote.readContents(of: attributes.identifier, into: download.url)
-            return (download, item)
-        }
-        return PlaceholderDownload(identifier: attributes.identifier, contentVersion: attributes.contentVersion, result: result)
+        return PlaceholderDownload(identifier: attributes.identifier, contentVersion: attributes.contentVersion,
+                                   result: Result { try download(attributes.identifier) })
     }
 
     /// `startProvidingItem(localPath:)` with the contents `prefetched` brought, while the
     /// placeholder still stands for the item and version they were downloaded for (a failed
     /// download is then this call's error); a placeholder renamed, refreshed or replaced since
-    /// is provided as `startProvidingItem(localPath:)` does, downloading again.
+    /// (or no `prefetched`) is downloaded here.
     /// - Throws: as `startProvidingItem(localPath:)`.
     public func startProvidingItem(localPath: String, prefetched: PlaceholderDownload?) throws {
-        guard let prefetched else { return try startProvidingItem(localPath: localPath) }
-        let relative = try ProviderError.mapped { try self.relative(localPath) }
-        let tree = try ProviderError.mapped { try self.tree() }
-        guard let attributes = LocalItemAttributes.read(relative, in: tree), attributes.isPlaceholder,
-              attributes.identifier == prefetched.identifier, attributes.contentVersion == prefetched.contentVersion else {
-            return try startProvidingItem(localPath: localPath)
-        }
         try ProviderError.mapped {
-            let (plain, item) = try prefetched.result.get()
+            let relative = try relative(localPath)
+            let tree = try tree()
+            guard let attributes = LocalItemAttributes.read(relative, in: tree) else {
+                throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
+            }
+            guard attributes.isPlaceholder else { return }
+            let (plain, item): (plain: PlainBuffer, item: RemoteItem)
+            if let prefetched, prefetched.identifier == attributes.identifier, prefetched.contentVersion == attributes.contentVersion {
+                (plain, item) = try prefetched.result.get()
+            } else {
+                (plain, item) = try download(attributes.identifier)
+            }
             try installProvidedCopy(plain: plain, item: item, at: relative, in: tree) {
                 // Only replace what is still the same placeholder.
                 LocalItemAttributes.read(relative, in: tree).map { $0.isPlaceholder && $0.identifier == attributes.identifier } ?? false
             }
         }
+    }
+
+    /// The plain bytes of the remote item `identifier`, kept in memory only (only the provided
+    /// copy goes to the disk), and the item as the download found it.
+    private func download(_ identifier: ItemIdentifier) throws -> (plain: PlainBuffer, item: RemoteItem) {
+        let plain = try PlainBuffer(name: "mamfs-download")
+        let item = try binding.remote.readContents(of: identifier, into: plain.url)
+        return (plain, item)
     }
 }

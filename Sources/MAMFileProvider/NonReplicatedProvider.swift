@@ -85,21 +85,7 @@ public final class NonReplicatedProvider: Sendable {
     ///   (`.system(EHOSTUNREACH)` unreachable, `.fileNotFound` deleted remotely);
     ///   `.keyUnavailable` (account wiped). The placeholder is left as it was on failure.
     public func startProvidingItem(localPath: String) throws {
-        try ProviderError.mapped {
-            let relative = try relative(localPath)
-            let tree = try tree()
-            guard let attributes = LocalItemAttributes.read(relative, in: tree) else {
-                throw MAMError.invalidArguments("\(localPath) is not a file-provider item")
-            }
-            guard attributes.isPlaceholder else { return }
-            // The plain download stays in memory; only the provided copy goes to the disk.
-            let download = try PlainBuffer(name: "mamfs-download")
-            let item = try binding.remote.readContents(of: attributes.identifier, into: download.url)
-            try installProvidedCopy(plain: download, item: item, at: relative, in: tree) {
-                // Only replace what is still the same placeholder.
-                LocalItemAttributes.read(relative, in: tree).map { $0.isPlaceholder && $0.identifier == attributes.identifier } ?? false
-            }
-        }
+        try startProvidingItem(localPath: localPath, prefetched: nil)
     }
 
     /// Makes the provided copy of `plain` for `item` and renames it to `relative` when

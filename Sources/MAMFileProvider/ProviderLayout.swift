@@ -20,6 +20,10 @@ import MAMSystem
 public struct ProviderLayout: Sendable {
     /// Name of the metadata directory at the top of the local root. The mount must not show it.
     public static let metadataDirectoryName = ".mamfs-provider"
+
+    /// True for a name of the form of mamfs' temp files (`.NAME.mamfs-tmp-...`), which both
+    /// providers skip when they walk a tree.
+    public static func isTemporaryName(_ name: String) -> Bool { FileSystem.isTemporaryName(name) }
     /// Name of the database file inside the metadata directory.
     public static let databaseFileName = "provider.db"
 

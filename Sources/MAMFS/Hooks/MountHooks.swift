@@ -110,8 +110,9 @@ enum ProviderNames {
     /// which both providers skip, other than the temp names of mamfs' own rewrites through
     /// a mount (`.NAME.mamfs-tmp-pPID-SUFFIX`, `WriterTemporaryName`), which are renamed away.
     static func isTemporaryName(_ name: UnsafePointer<CChar>) -> Bool {
-        guard name.pointee == 0x2E, strstr(name, ".mamfs-tmp-") != nil else { return false }
-        return WriterTemporaryName.writer(of: String(cString: name)) == nil
+        guard name.pointee == 0x2E else { return false }
+        let text = String(cString: name)
+        return ProviderLayout.isTemporaryName(text) && WriterTemporaryName.writer(of: text) == nil
     }
 
     /// True for the provider's own extended attributes (`user.mam.fp.*`).
