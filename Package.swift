@@ -29,7 +29,9 @@ let package = Package(
         // The libfuse session's /dev/fuse transport (C: it edits the INIT reply libfuse sends).
         .target(name: "CFuseTransport", dependencies: ["CFuse"]),
         .target(name: "MAMSystem", dependencies: ["CSystem"]),
-        .target(name: "MAMProtection", dependencies: ["COpenSSL", "CSQLite", "CSystem", "MAMSystem"]),
+        // AES-256-GCM through OpenSSL's provider interface (C: it calls the provider's dispatch table).
+        .target(name: "CCipher", dependencies: ["COpenSSL"]),
+        .target(name: "MAMProtection", dependencies: ["COpenSSL", "CCipher", "CSQLite", "CSystem", "MAMSystem"]),
         .target(name: "MAMFileProvider", dependencies: ["MAMProtection", "MAMSystem", "CCurl", "CCurlLoader", "CXMLTree"]),
         // Session-bus signals and desktop notifications (libdbus-1, the reference implementation).
         .systemLibrary(name: "CDBus", path: "Sources/CDBus", pkgConfig: "dbus-1",

@@ -1,10 +1,12 @@
-import COpenSSL
+import CCipher
 import Foundation
 
-/// AES-256-GCM with a 96-bit nonce and a 128-bit tag, through OpenSSL EVP.
+/// AES-256-GCM with a 96-bit nonce and a 128-bit tag, through OpenSSL.
 ///
-/// One instance holds one cipher context with its key schedule set once; each call only
-/// re-initialises the nonce. An instance is NOT thread-safe: use one per thread or per call.
+/// One instance holds one cipher context with its key schedule set once; each call only sets
+/// the nonce. The context is OpenSSL's (CCipher: the default provider's AES-256-GCM called
+/// through its provider interface, or EVP where that is not on offer). An instance is NOT
+/// thread-safe: use one per thread or per call.
 public final class AESGCM {
     /// Nonce length in bytes.
     public static let nonceSize = 12
@@ -13,28 +15,29 @@ public final class AESGCM {
 
     private let context: OpaquePointer
 
-    /// The cipher, fetched from the default provider once per process. Passing the constant
-    /// `EVP_aes_256_gcm()` instead makes OpenSSL 3 fetch it (name lookup, locks) on every
-    /// context: a few microseconds that each FUSE read and write paid (docs/PERFORMANCE.md).
-    private static let fetched = FetchedCipher()
+    /// Whether contexts call OpenSSL's provider functions directly (`true`) or go through EVP.
+    /// Both give the same bytes; the direct route skips EVP's per-message parameter lookups.
+    public static var callsProviderDirectly: Bool { mamfs_gcm_is_direct() == 1 }
 
     /// Creates a context for `key`.
     /// - Throws: `MAMError.internalError` if OpenSSL cannot set up the cipher.
-    public init(key: SymmetricKey) throws {
-        guard let context = EVP_CIPHER_CTX_new() else {
-            throw MAMError.internalError("cannot allocate a cipher context")
-        }
-        self.context = context
-        let ok = key.withUnsafeBytes { keyBytes in
-            EVP_CipherInit_ex(context, AESGCM.fetched.cipher, nil,
-                              keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nil, 1)
-        }
-        guard ok == 1 else {
-            throw MAMError.internalError("cannot initialise AES-256-GCM")
-        }
+    public convenience init(key: SymmetricKey) throws {
+        try self.init(key: key, throughEVP: false)
     }
 
-    deinit { EVP_CIPHER_CTX_free(context) }
+    /// `throughEVP`: EVP whatever the provider offers (to check one route against the other).
+    init(key: SymmetricKey, throughEVP: Bool) throws {
+        let made = key.withUnsafeBytes { keyBytes in
+            let key = keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            return throughEVP ? mamfs_gcm_new_evp(key) : mamfs_gcm_new(key)
+        }
+        guard let made else {
+            throw MAMError.internalError("cannot initialise AES-256-GCM")
+        }
+        context = made
+    }
+
+    deinit { mamfs_gcm_free(context) }
 
     /// Encrypts `plaintext` into `ciphertext` (same length) and writes the 16-byte tag to `tag`.
     /// - Parameters:
@@ -45,25 +48,12 @@ public final class AESGCM {
                      plaintext: UnsafeRawBufferPointer, ciphertext: UnsafeMutableRawPointer,
                      tag: UnsafeMutableRawPointer) throws {
         precondition(nonce.count == AESGCM.nonceSize)
-        var outLength: Int32 = 0
-        guard EVP_CipherInit_ex(context, nil, nil, nil, nonce.baseAddress?.assumingMemoryBound(to: UInt8.self), 1) == 1 else {
-            throw MAMError.failedToEncrypt("cipher init")
-        }
-        if aad.count > 0 {
-            guard EVP_CipherUpdate(context, nil, &outLength, aad.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(aad.count)) == 1 else {
-                throw MAMError.failedToEncrypt("aad")
-            }
-        }
-        if plaintext.count > 0 {
-            guard EVP_CipherUpdate(context, ciphertext.assumingMemoryBound(to: UInt8.self), &outLength,
-                                   plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(plaintext.count)) == 1,
-                  Int(outLength) == plaintext.count else {
-                throw MAMError.failedToEncrypt("update")
-            }
-        }
-        guard EVP_CipherFinal_ex(context, nil, &outLength) == 1,
-              EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(AESGCM.tagSize), tag) == 1 else {
-            throw MAMError.failedToEncrypt("final")
+        guard mamfs_gcm_seal(context, nonce.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                             aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+                             plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count,
+                             ciphertext.assumingMemoryBound(to: UInt8.self),
+                             tag.assumingMemoryBound(to: UInt8.self)) == 1 else {
+            throw MAMError.failedToEncrypt("AES-256-GCM seal")
         }
     }
 
@@ -75,25 +65,15 @@ public final class AESGCM {
                      ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer,
                      plaintext: UnsafeMutableRawPointer) throws -> Bool {
         precondition(nonce.count == AESGCM.nonceSize && tag.count == AESGCM.tagSize)
-        var outLength: Int32 = 0
-        guard EVP_CipherInit_ex(context, nil, nil, nil, nonce.baseAddress?.assumingMemoryBound(to: UInt8.self), 0) == 1 else {
-            throw MAMError.failedToDecrypt("cipher init")
+        let result = mamfs_gcm_open(context, nonce.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                    aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count,
+                                    ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), ciphertext.count,
+                                    plaintext.assumingMemoryBound(to: UInt8.self),
+                                    tag.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        guard result >= 0 else {
+            throw MAMError.failedToDecrypt("AES-256-GCM open")
         }
-        if aad.count > 0 {
-            guard EVP_CipherUpdate(context, nil, &outLength, aad.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(aad.count)) == 1 else {
-                throw MAMError.failedToDecrypt("aad")
-            }
-        }
-        if ciphertext.count > 0 {
-            guard EVP_CipherUpdate(context, plaintext.assumingMemoryBound(to: UInt8.self), &outLength,
-                                   ciphertext.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(ciphertext.count)) == 1 else {
-                throw MAMError.failedToDecrypt("update")
-            }
-        }
-        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(AESGCM.tagSize), UnsafeMutableRawPointer(mutating: tag.baseAddress)) == 1 else {
-            throw MAMError.failedToDecrypt("set tag")
-        }
-        return EVP_CipherFinal_ex(context, nil, &outLength) == 1
+        return result == 1
     }
 
     /// Convenience for small buffers: returns nonce || ciphertext || tag.
@@ -151,15 +131,5 @@ public final class AESGCM {
             }
         }
         return ok ? out : nil
-    }
-}
-
-/// An `EVP_CIPHER` fetched once and kept for the life of the process; OpenSSL allows one
-/// fetched cipher to be shared by contexts on any thread.
-private final class FetchedCipher: @unchecked Sendable {
-    let cipher: OpaquePointer?
-
-    init() {
-        cipher = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) ?? EVP_aes_256_gcm()
     }
 }
