@@ -6,7 +6,8 @@ workload's programs as its managedApps, with sendData managedApps, protectionLev
 the mountpoint as the OneDriveForBusiness location (as the benchmark's mamfs-apps), so every
 open and create is decided by the caller's executable. Each round runs, on both mounts in
 alternating order, with caches dropped before each phase: tar x of N files, ls -lR, cat of
-every file, rm -rf.
+every file, mv of their directory (one rename, for which `apps` walks the tree and reads
+each file's header to ask where its work files land), rm -rf.
 
   --mode time       (default) wall seconds and daemon CPU ticks per phase: medians and minima
                     over the rounds, and apps/enc ratios of both
@@ -34,8 +35,8 @@ import time
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 UPN = "bench@contoso.com"
 ACCOUNT = "8c7f3e1a-0000-4000-8000-0000000000b1"
-PROGRAMS = ["tar", "ls", "cat", "rm", "find", "sh", "taskset"]
-PHASES = ["tar", "ls", "cat", "rm"]
+PROGRAMS = ["tar", "ls", "cat", "mv", "rm", "find", "sh", "taskset"]
+PHASES = ["tar", "ls", "cat", "mv", "rm"]
 
 
 def run(cmd, **kw):
@@ -116,7 +117,7 @@ def phase_commands(mount, tarball):
     target = mount.mountpoint + "/small"
     return [("tar", ["tar", "-xf", tarball, "-C", target]), ("ls", ["ls", "-lR", target]),
             ("cat", ["sh", "-c", 'find "$1" -type f -exec cat {} + > /dev/null', "-", target]),
-            ("rm", ["rm", "-rf", target])]
+            ("mv", ["mv", target, target + ".moved"]), ("rm", ["rm", "-rf", target + ".moved"])]
 
 
 def one_round(mounts, tarball, order, around=None):
