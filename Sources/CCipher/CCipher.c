@@ -206,7 +206,10 @@ int mamfs_gcm_open(mamfs_gcm *gcm, const unsigned char *nonce,
                    unsigned char *plaintext, const unsigned char *tag) {
     unsigned char expected[TAG_SIZE];
     memcpy(expected, tag, TAG_SIZE);
-    return message(gcm, 0, nonce, aad, aad_length, ciphertext, length, plaintext, expected);
+    int result = message(gcm, 0, nonce, aad, aad_length, ciphertext, length, plaintext, expected);
+    if (result != 1 && length > 0)
+        OPENSSL_cleanse(plaintext, length); /* nothing unverified is left behind */
+    return result;
 }
 
 /* Seals and opens one message both ways, and an altered one; the direct route is used only

@@ -64,6 +64,28 @@ struct CipherRouteTests {
         }
     }
 
+    @Test("a refused message leaves zeros where its plaintext would have been, on both routes", arguments: [false, true])
+    func refusedOutputIsWiped(throughEVP: Bool) throws {
+        let cipher = try AESGCM(key: try SymmetricKey.random(), throughEVP: throughEVP)
+        let nonce = try PublicRandom.bytes(AESGCM.nonceSize)
+        let (sealed, tag) = try Self.seal(cipher, nonce: nonce, aad: [], plaintext: [UInt8](repeating: 0x5a, count: 4_096))
+        var badTag = tag
+        badTag[0] ^= 1
+        var output = [UInt8](repeating: 0xaa, count: sealed.count)
+        let ok = try nonce.withUnsafeBytes { n in
+            try sealed.withUnsafeBytes { c in
+                try badTag.withUnsafeBytes { t in
+                    try output.withUnsafeMutableBytes { o in
+                        try cipher.open(nonce: n, aad: UnsafeRawBufferPointer(start: nil, count: 0), ciphertext: c, tag: t,
+                                        plaintext: o.baseAddress!)
+                    }
+                }
+            }
+        }
+        #expect(!ok)
+        #expect(output.allSatisfy { $0 == 0 }, "unverified plaintext left: \(output.filter { $0 != 0 }.count) bytes")
+    }
+
     static func seal(_ cipher: AESGCM, nonce: [UInt8], aad: [UInt8], plaintext: [UInt8]) throws -> ([UInt8], [UInt8]) {
         var sealed = [UInt8](repeating: 0, count: max(plaintext.count, 1))
         var tag = [UInt8](repeating: 0, count: AESGCM.tagSize)

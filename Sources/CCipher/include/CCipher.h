@@ -31,8 +31,8 @@ int mamfs_gcm_seal(mamfs_gcm *gcm, const unsigned char *nonce,
                    unsigned char *ciphertext, unsigned char *tag);
 
 /* Decrypts into `plaintext` and checks `tag` (16 bytes). Returns 1 when the tag verifies, 0
-   when it does not (the text or the additional data was altered: discard `plaintext`), -1
-   when OpenSSL fails before the check. */
+   when it does not (the text or the additional data was altered), -1 when OpenSSL fails
+   before the check. Unless it returns 1, `plaintext` is wiped: no unverified byte is left. */
 int mamfs_gcm_open(mamfs_gcm *gcm, const unsigned char *nonce,
                    const unsigned char *aad, size_t aad_length,
                    const unsigned char *ciphertext, size_t length,

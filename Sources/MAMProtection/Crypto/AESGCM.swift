@@ -58,7 +58,7 @@ public final class AESGCM {
     }
 
     /// Decrypts and authenticates. Writes plaintext only into `plaintext` (same length as
-    /// `ciphertext`); on failure the output must be discarded by the caller.
+    /// `ciphertext`); on failure (false or a throw) those bytes are wiped (zeros).
     /// - Returns: `true` when the tag verifies, `false` when the data or AAD was altered.
     /// - Throws: `MAMError.failedToDecrypt` if OpenSSL itself fails.
     public func open(nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
