@@ -24,6 +24,16 @@ struct PolicyEvaluatorTests {
         #expect(off.shouldFileProviderEncryptFiles(accountId: alice) == true)
     }
 
+    @Test("an evaluator made from a table lists every managed account's policy; one made from a lookup does not know them")
+    func managedPoliciesListed() throws {
+        let split = Policy(locations: try StorageLocations(["SharePoint": ["/mnt/work/share"]]))
+        let listed = PolicyEvaluator(policies: [alice: split, bob: Policy()]).managedPolicies
+        #expect(listed?.count == 2)
+        #expect(listed?.filter { $0.locations.uniformLocation(below: "/mnt/work") == nil }.count == 1)
+        #expect(PolicyEvaluator(policies: [:]).managedPolicies?.isEmpty == true)
+        #expect(PolicyEvaluator(lookup: { _ in Policy() }).managedPolicies == nil)
+    }
+
     @Test("unmanaged and empty identities never require encryption")
     func encryptionUnmanaged() {
         let e = evaluator(alice: Policy())

@@ -185,10 +185,11 @@ extension OverlayFilesystem {
     /// tag's, every file's and tagged directory's) whose policy's `locations` split the mount,
     /// a save is asked at the directory's new path and at the new path of every location
     /// prefix inside it (where those files land). A provider mount is one location: nothing is
-    /// walked there.
+    /// walked there, nor where no managed account's `locations` split the mount (a save
+    /// anywhere in it is a save where the files already are).
     private func decideDirectoryMove(_ name: UnsafePointer<CChar>, in parent: Inode, to target: Inode,
                                      _ newName: UnsafePointer<CChar>, _ asker: Asker) throws {
-        guard options.provider == nil,
+        guard options.provider == nil, someLocationsSplitTheMount(),
               let child = try? FileDescriptor.open(in: try parent.descriptor(), name,
                                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) else { return }
         var owners = Set<String>()
@@ -203,6 +204,13 @@ extension OverlayFilesystem {
                 try decideSave(owner: owner, path: to + "/" + entry.prefix.dropFirst(inside.count), asker)
             }
         }
+    }
+
+    /// Whether a managed account's policy puts parts of this mount in different locations
+    /// (true when the accounts are not known).
+    private func someLocationsSplitTheMount() -> Bool {
+        guard let policies = context.policyEvaluator.managedPolicies else { return true }
+        return policies.contains { !$0.locations.isEmpty && $0.locations.uniformLocation(below: options.mountpoint) == nil }
     }
 
     /// A work file of `owner` saved at mount path `path` (saveToLocations of the owner).

@@ -11,10 +11,15 @@ import Foundation
 public struct PolicyEvaluator: Sendable {
     private let lookup: @Sendable (String) -> Policy?
 
+    /// The policy of every managed account, when the evaluator was made from a table
+    /// (`init(policies:)`); nil for one made from a lookup, whose accounts are not known.
+    public let managedPolicies: [Policy]?
+
     /// Creates an evaluator from a lookup `accountId -> policy of a managed account`, called
     /// with canonical (lowercased) accountIds.
     public init(lookup: @escaping @Sendable (String) -> Policy?) {
         self.lookup = lookup
+        managedPolicies = nil
     }
 
     /// Creates an evaluator from a fixed table of managed accounts; keys may be in any case.
@@ -25,6 +30,7 @@ public struct PolicyEvaluator: Sendable {
         }
         let frozen = table
         self.lookup = { frozen[$0] }
+        managedPolicies = Array(table.values)
     }
 
     /// The policy of a managed account, or nil for the empty identity and unmanaged or unknown
