@@ -30,7 +30,9 @@ struct FuseConnectionTests {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon)/fd")) ?? []
         let stillHeld = descriptors.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon)/fd/\($0)")) == "/dev/fuse" }
         #expect(stillHeld, "the stopped daemon keeps its descriptor")
-        #expect(FuseConnection.holders(of: connection) == [])
+        // The stopped daemon is not a holder. Another test's mount may hold the number already
+        // (the kernel hands it on as soon as this mount goes), so only this daemon is checked.
+        #expect(!FuseConnection.holders(of: connection).contains(daemon))
         #expect(MountpointState.of(m.mountpoint) == .notMounted)
     }
 }
