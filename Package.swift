@@ -42,7 +42,7 @@ let package = Package(
         // Helpers every test target shares (process runner, fixtures, unmounting): a library,
         // not a test target, so the test targets can import it.
         .target(name: "MAMTestSupport", dependencies: ["MAMProtection", "MAMFileProvider", "MAMBus", "CSystem"], path: "Tests/MAMTestSupport"),
-        .testTarget(name: "MAMSystemTests", dependencies: ["MAMSystem"]),
+        .testTarget(name: "MAMSystemTests", dependencies: ["MAMSystem", "MAMTestSupport"]),
         .testTarget(name: "MAMProtectionTests", dependencies: ["MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "MAMFileProviderTests", dependencies: ["MAMFileProvider", "MAMProtection", "MAMTestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["MAMProtection", "MAMTestSupport"]),

@@ -96,6 +96,14 @@ static inline int mamfs_openat2_beneath(int dirfd, const char *path, int flags, 
     return (int)syscall(437 /* SYS_openat2 */, dirfd, path, &how, sizeof(how));
 }
 
+/* unshare(2) of the mount namespace (CLONE_NEWNS, which implies CLONE_FS): the calling thread
+ * alone moves to a copy of its namespace. glibc declares unshare only under _GNU_SOURCE.
+ * Returns -1 with errno set on failure (EPERM without CAP_SYS_ADMIN). */
+extern int unshare(int flags);
+static inline int mamfs_unshare_mount_namespace(void) {
+    return unshare(0x00020000 /* CLONE_NEWNS */);
+}
+
 /* close_range(2) (Linux 5.9+); glibc's wrapper is recent and _GNU_SOURCE-only. */
 static inline int mamfs_close_range(unsigned int first, unsigned int last, unsigned int flags) {
     return (int)syscall(436 /* SYS_close_range */, first, last, flags);

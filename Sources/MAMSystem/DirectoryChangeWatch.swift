@@ -7,7 +7,8 @@ import Glibc
 /// and whether this mount namespace's mount table changed (a mount on a directory changes
 /// where ".." leads below it, with no event on any directory).
 /// Mirrors fanotify(7) with inode marks and FAN_REPORT_FID (allowed to unprivileged users
-/// since Linux 5.13), and poll(2) of /proc/self/mountinfo (POLLPRI after a change, proc(5)):
+/// since Linux 5.13), and poll(2) of /proc/thread-self/mountinfo, opened by `init()` and so
+/// naming the mount namespace of the thread that made the watch (POLLPRI after a change, proc(5)):
 /// the kernel queues an event, or counts the mount table's change, before the call that made
 /// the change returns, so a `drainChanges()` after that call sees it, whichever process made
 /// the change. Unlike an inotify watch, a mark without FAN_EVENT_ON_CHILD reports nothing about
@@ -19,7 +20,7 @@ public final class DirectoryChangeWatch {
     static let mask = UInt64(FAN_ATTRIB) | UInt64(FAN_MOVE_SELF) | UInt64(FAN_DELETE_SELF) | UInt64(FAN_ONDIR)
 
     private let fd: Int32
-    /// /proc/self/mountinfo, polled for POLLPRI.
+    /// /proc/thread-self/mountinfo, polled for POLLPRI.
     private let mountTable: Int32
     /// Reads of the queue per `drainChanges` at most: a process that keeps changing a marked
     /// directory cannot hold the caller there (what is left is read next time, a change again).
@@ -32,13 +33,24 @@ public final class DirectoryChangeWatch {
     /// Room for a burst of events per read (an event with its file identifier is about 40 bytes).
     private var buffer = [UInt8](repeating: 0, count: 4096)
 
+    /// What a drain found.
+    public struct Changes: OptionSet, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// A marked directory changed, or the queue overflowed.
+        public static let directories = Changes(rawValue: 1)
+        /// The mount table of the watch's namespace changed.
+        public static let mountTable = Changes(rawValue: 2)
+    }
+
     /// Starts a notification group (non-blocking, close-on-exec, events naming the object by
-    /// file identifier: no descriptor is opened per event).
+    /// file identifier: no descriptor is opened per event), and watches the mount table of the
+    /// calling thread's mount namespace.
     /// - Throws: `Errno` from fanotify_init (EMFILE when the user's groups are used up, EPERM or
-    ///   EINVAL on a kernel without unprivileged fanotify), or from opening /proc/self/mountinfo
-    ///   (ENOENT when /proc is not mounted).
+    ///   EINVAL on a kernel without unprivileged fanotify), or from opening
+    ///   /proc/thread-self/mountinfo (ENOENT when /proc is not mounted).
     public init() throws(Errno) {
-        let mountTable = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        let mountTable = open("/proc/thread-self/mountinfo", O_RDONLY | O_CLOEXEC)
         guard mountTable >= 0 else { throw Errno.current }
         let fd = fanotify_init(UInt32(FAN_CLASS_NOTIF) | UInt32(FAN_CLOEXEC) | UInt32(FAN_NONBLOCK) | UInt32(FAN_REPORT_FID),
                                UInt32(O_RDONLY | O_CLOEXEC))
@@ -81,17 +93,23 @@ public final class DirectoryChangeWatch {
     /// - Returns: true when anything changed (an event, the queue's overflow, the mount table);
     ///   an error of poll or read other than EAGAIN counts as a change too, so a caller never
     ///   trusts what it cannot check.
-    public func drainChanges() -> Bool {
+    public func drainChanges() -> Bool { !drain().isEmpty }
+
+    /// `drainChanges()`, telling what changed: a poll(2) error reports both kinds.
+    public func drain() -> Changes {
         pollSet[0].revents = 0
         pollSet[1].revents = 0
         var n: Int32
         repeat { n = poll(&pollSet, 2, 0) } while n < 0 && errno == EINTR
-        guard n != 0 else { return false }
-        guard n > 0, pollSet[0].revents != 0 else { return true }
+        guard n != 0 else { return [] }
+        guard n > 0 else { return [.directories, .mountTable] }
+        var changes: Changes = pollSet[1].revents != 0 ? .mountTable : []
+        guard pollSet[0].revents != 0 else { return changes }
+        changes.insert(.directories)
         for _ in 0..<Self.readsPerDrain {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count < 0, errno == EAGAIN { break }
         }
-        return true
+        return changes
     }
 }

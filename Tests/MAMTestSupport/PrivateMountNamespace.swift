@@ -1,0 +1,54 @@
+import CSystem
+import Foundation
+import MAMProtection
+
+/// A thread of its own mount namespace, for a test whose assertions must see no mount or
+/// unmount but its own: the tests that run beside it mount and unmount in the process's
+/// namespace, and a watch of the mount table (poll(2) of a mountinfo file, proc(5)) would
+/// report those.
+public enum PrivateMountNamespace {
+    /// Whether this process may make one (unshare(2) CLONE_NEWNS needs CAP_SYS_ADMIN; a
+    /// multi-threaded process cannot make a user namespace to get it).
+    public static var isAvailable: Bool { geteuid() == 0 }
+
+    /// Runs `body` on a new thread that has left this process's mount namespace for a copy of
+    /// it whose mounts propagate neither way (unshare(2) CLONE_NEWNS, then MS_REC | MS_PRIVATE
+    /// on /), and waits for it. The namespace, and any mount `body` left in it, goes with the
+    /// thread. /proc/thread-self/mountinfo on that thread is the copy's table; /proc/self/
+    /// mountinfo stays the process's.
+    /// - Throws: `TestSupportError` naming the errno of unshare or mount (EPERM when not
+    ///   root), or what `body` throws.
+    public static func run<T>(_ body: @escaping () throws -> T) throws -> T {
+        let outcome = ThreadOutcome<T>(body)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            defer { done.signal() }
+            guard mamfs_unshare_mount_namespace() == 0 else {
+                outcome.result = .failure(TestSupportError("unshare(CLONE_NEWNS): \(String(cString: strerror(errno)))"))
+                return
+            }
+            guard mount(nil, "/", nil, UInt(MS_REC | MS_PRIVATE), nil) == 0 else {
+                outcome.result = .failure(TestSupportError("mount(MS_REC | MS_PRIVATE) of /: \(String(cString: strerror(errno)))"))
+                return
+            }
+            outcome.result = Result { try outcome.body() }
+        }
+        thread.start()
+        done.wait()
+        return try outcome.result!.get()
+    }
+
+    /// Whether the mount table `table` (a mountinfo file of proc(5)) has a mount on `path`;
+    /// false when it cannot be read.
+    public static func isMountPoint(_ path: String, in table: String) -> Bool {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { return false }
+        return MountInfo(parsing: text).entries.contains { $0.mountPoint == path }
+    }
+}
+
+/// A thread's body, and what it returned or threw (read once the thread signalled its end).
+private final class ThreadOutcome<T>: @unchecked Sendable {
+    let body: () throws -> T
+    var result: Result<T, any Error>?
+    init(_ body: @escaping () throws -> T) { self.body = body }
+}
