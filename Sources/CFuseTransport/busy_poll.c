@@ -2,6 +2,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <time.h>
 
 /*

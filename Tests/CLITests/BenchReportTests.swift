@@ -34,6 +34,44 @@ struct BenchReportTests {
                 "\(report.prefix(1500))")
     }
 
+    /// Round 1 of `split` with fuse-floor: randread beyond the floor (15,000 IOPS against the
+    /// best peer's 14,000 is 1.07x, under the 1.1x target), tar x within it.
+    static let floorResults = """
+    {"started": "2026-12-07T08:00:00", "quick": false,
+     "config": {"rounds": 1, "seq_mib": 512, "files": 5000, "dirs": 100, "fio_mib": 256, "fio_seconds": 20,
+                "smallw_count": 131072, "cli_mib": 256, "cli_reps": 5},
+     "machine": {"cpu": "test CPU", "vcpus": 2, "mem_mib": 1024, "kernel": "6.18", "disk": "/dev/vda ext4", "versions": {}},
+     "mamfs": "mamfs", "baseline": null, "mounts": ["fuse-floor", "gocryptfs", "securefs", "mamfs-enc"], "placements": ["split"],
+     "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor", "fio_randread_iops": 15000, "small_extract_s": 2.0},
+                 {"round": 1, "placement": "split", "mount": "gocryptfs", "fio_randread_iops": 14000, "small_extract_s": 4.0},
+                 {"round": 1, "placement": "split", "mount": "securefs", "fio_randread_iops": 13000, "small_extract_s": 3.0},
+                 {"round": 1, "placement": "split", "mount": "mamfs-enc", "fio_randread_iops": 14500, "small_extract_s": 3.3}],
+     "daemon": [], "cli": [], "cli_base": [], "skipped": [], "setup": [],
+     "loadavg": [{"round": 1, "start": "0.5 0.5 0.5", "end": "2.0 1.0 0.6"}]}
+    """
+
+    @Test("report.py sets each target's best peer against fuse-floor, and marks a target beyond the floor")
+    func floorSection() throws {
+        let directory = try TempDirectory(prefix: "mamfs-bench-report")
+        for (name, results) in [("floor", Self.floorResults), ("none", Self.results)] {
+            let path = directory.file("\(name)/results.json")
+            try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
+            try Data(results.utf8).write(to: URL(fileURLWithPath: path))
+            let result = try runProcess("/usr/bin/env", ["python3", InstalledTree.repository + "/Tools/bench/report.py", path],
+                                        environment: testEnvironment())
+            #expect(result.status == 0, "\(result.err)")
+        }
+        let report = try String(contentsOfFile: directory.file("floor/report.md"), encoding: .utf8)
+        let lines = report.split(separator: "\n").map(String.init)
+        #expect(lines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 |"), "\(report)")
+        #expect(lines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.07 **beyond the floor** | 1.04 | 0.97 |"),
+                "\(report)")
+        let section = lines.drop { $0 != "## The round trips alone (fuse-floor)" }.dropFirst().prefix { !$0.hasPrefix("## ") }
+        #expect(section.filter { $0.hasPrefix("| split | ") }.count == 2, "only the metrics the floor and a peer both have")
+        let without = try String(contentsOfFile: directory.file("none/report.md"), encoding: .utf8)
+        #expect(!without.contains("fuse-floor"))
+    }
+
     @Test("run.py's counters are the VM's total and steal ticks: steal never exceeds the total, and both only grow")
     func counters() throws {
         let script = """

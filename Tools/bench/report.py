@@ -25,7 +25,7 @@ METRICS = {
     "cpu_s": ("6 daemon CPU s (workloads 1-3)", "s", False),
     "hwm_mib": ("6 daemon peak RSS (VmHWM)", "MiB", False),
 }
-PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "mamfs-plain"]
+PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "mamfs-plain"]
 SUBJECT = "mamfs-enc"
 
 
@@ -227,6 +227,44 @@ def against_best_peer_section(results, data, mount):
     return out
 
 
+# The targets against the best encrypted peer: metric -> (target, higher is better).
+PEER_TARGETS = {"small_extract_s": 0.9, "small_ls_s": 0.9, "small_cat_s": 0.9, "small_rm_s": 0.9,
+                "fio_randread_iops": 1.1, "fio_randwrite_iops": 1.1, "smallw_MBps": 1.0,
+                "seq_write_MBps": 1.25, "seq_read_MBps": 1.25}
+FLOOR = "fuse-floor"
+
+
+def floor_section(results, data):
+    """The best a filesystem answering mamfs's requests could do (fuse-floor: no work behind
+    them), against each target's best encrypted peer: where fuse-floor / best peer misses a
+    target, no FUSE filesystem sending those requests can meet it."""
+    if FLOOR not in results["mounts"]:
+        return []
+    out = ["## The round trips alone (fuse-floor)\n",
+           "fuse-floor answers the requests mamfs is sent with no work behind them (no disk, no cipher, "
+           "no policy): its figure is the kernel's, libfuse's and the wakeups' share of a workload. "
+           "`floor / best` is the most a filesystem sending these requests could be ahead of the best "
+           "encrypted peer; where it misses the target (**beyond the floor**), no such filesystem meets "
+           f"it. `{SUBJECT} / floor` sets {SUBJECT} against the round trips alone (1.00: nothing but the round "
+           f"trips; the further from 1, the more of the time is {SUBJECT}'s own work):\n",
+           f"| placement | workload | target | best encrypted peer | floor / best | {SUBJECT} / best | {SUBJECT} / floor |",
+           "|---|---|---|---|---|---|---|"]
+    for placement in results["placements"]:
+        for metric, limit in PEER_TARGETS.items():
+            label, _, higher = METRICS[metric]
+            floor, mine = med(data.get((placement, FLOOR, metric), [])), med(data.get((placement, SUBJECT, metric), []))
+            best = best_peer(data, placement, metric)
+            if not floor or best is None:
+                continue
+            r = floor / best[1]
+            reachable = r >= limit if higher else r <= limit
+            target = f"{'>=' if higher else '<='} {limit}x"
+            out.append(f"| {placement} | {label} | {target} | {best[0]} | {r:.2f}{'' if reachable else ' **beyond the floor**'} "
+                       f"| {'-' if mine is None else f'{mine / best[1]:.2f}'} | {'-' if mine is None else f'{mine / floor:.2f}'} |")
+    out.append("")
+    return out
+
+
 def round_ratios(results, variant):
     """(placement, metric) -> [variant / mamfs-enc of each round in which both have the metric]."""
     by_round = {}
@@ -331,6 +369,7 @@ def write_report(results, data, path):
     for variant in VARIANTS:
         out.extend(variant_section(results, data, *variant))
     out.extend(against_best_peer_section(results, data, "mamfs-poll"))
+    out.extend(floor_section(results, data))
     out.append("## Targets\n")
     out.append("| placement | target | value | met |")
     out.append("|---|---|---|---|")
@@ -365,7 +404,7 @@ def write_chart(results, data, path):
         return
     fig, axes = plt.subplots(rows, len(placements), figsize=(6 * len(placements), 2.2 * rows), squeeze=False)
     colors = {"raw": "#888888", "ext4-fscrypt": "#2f2f2f", "bindfs": "#4c72b0", "gocryptfs": "#dd8452",
-              "securefs": "#55a868", "cryfs": "#64b5cd",
+              "securefs": "#55a868", "cryfs": "#64b5cd", "fuse-floor": "#bbbbbb",
               "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2", "mamfs-apps": "#937860", "mamfs-poll": "#da8bc3",
               "base-enc": "#e8a0a2", "base-plain": "#c0b8d8"}
     for row, metric in enumerate(metrics):

@@ -10,6 +10,9 @@ Mounts, all backed by directories under one work directory on the same disk:
   gocryptfs    encrypting, go-fuse
   securefs     encrypting, libfuse 2
   cryfs        encrypting, libfuse 2, aes-256-gcm, default block size (16 KiB)
+  fuse-floor   Tools/bench/fuse_floor.c, built here with cc: a libfuse 3 filesystem in memory that
+               keeps no data and answers mamfs's requests with no work behind them (the round
+               trips alone: what no FUSE filesystem sending those requests can beat)
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
   mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
@@ -64,10 +67,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
-MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "mamfs-enc", "mamfs-plain", "mamfs-apps", "mamfs-poll"]
+MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "mamfs-enc", "mamfs-plain",
+          "mamfs-apps", "mamfs-poll"]
 # The programs a mount needs besides those every run needs (taskset, openssl, dd, tar).
 MOUNT_TOOLS = {"ext4-fscrypt": ["losetup", "mkfs.ext4", "mount", "umount"], "bindfs": ["bindfs"],
-               "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"]}
+               "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"], "fuse-floor": ["cc", "pkg-config"]}
 BASELINE_MOUNTS = {"base-enc": "mamfs-enc", "base-plain": "mamfs-plain"}  # mount -> the mamfs kind it runs
 # The programs the workloads run on the mounts: mamfs-apps lists them as its managed apps.
 BENCH_PROGRAMS = ["tar", "ls", "cat", "rm", "find", "sh", "dd", "fio"]
@@ -184,6 +188,8 @@ class Mount:
             run(["securefs", "create", "--pass", PASSPHRASE, "--pbkdf", "pkcs5-pbkdf2-hmac-sha256",
                  "-r", "1000", self.backing], stdout=subprocess.DEVNULL)
             cmd = pin + ["securefs", "mount", "--pass", PASSPHRASE, self.backing, self.mountpoint]
+        elif self.name == "fuse-floor":
+            cmd = pin + [build_fuse_floor(os.path.dirname(os.path.dirname(self.base))), self.mountpoint, "-f"]
         elif self.name == "cryfs":
             # Creates the filesystem on the first mount; the password is read from stdin.
             cmd = pin + ["cryfs", "-f", "--cipher", "aes-256-gcm", self.backing, self.mountpoint]
@@ -271,6 +277,19 @@ class Mount:
             return None
         return dict(cpu=proc_cpu_seconds(self.pid), hwm_kib=proc_status_kib(self.pid, "VmHWM"),
                     rss_kib=proc_status_kib(self.pid, "VmRSS"), threads=proc_status_kib(self.pid, "Threads"))
+
+
+def build_fuse_floor(root):
+    """Tools/bench/fuse_floor.c with mamfs's /dev/fuse transport (Sources/CFuseTransport),
+    compiled into `root` (once per run); its path."""
+    binary = os.path.join(root, "fuse_floor")
+    if not os.path.exists(binary):
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True,
+                               text=True).stdout.split()
+        transport = os.path.join(REPO, "Sources", "CFuseTransport")
+        run(["cc", "-O2", "-Wall", "-o", binary, "-I", os.path.join(transport, "include"), os.path.join(HERE, "fuse_floor.c"),
+             os.path.join(transport, "transport.c"), os.path.join(transport, "busy_poll.c"), "-pthread"] + flags)
+    return binary
 
 
 def image_mib(cfg):

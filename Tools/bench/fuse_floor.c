@@ -1,0 +1,398 @@
+/* fuse_floor: the round trip of a FUSE request on this machine with nothing behind it.
+ *
+ * A libfuse 3 low-level filesystem held in memory that keeps names, modes, owners, sizes and
+ * times but no data: a READ answers zeros up to the file's size, a WRITE moves the size and
+ * keeps nothing. It answers each request the way mamfs must (docs/PERFORMANCE.md): entries and
+ * attributes kept by the kernel for 1 s, direct I/O on read-only handles, no writeback cache,
+ * READDIRPLUS, GETXATTR answered rather than turned off, no FLUSH, 1 MiB writes, and mamfs's
+ * own transport of /dev/fuse (Sources/CFuseTransport: the same INIT flags, FUSE_HANDLE_KILLPRIV_V2
+ * among them, and the same reads and writes of the device). What a workload costs on it is what
+ * the kernel, libfuse and the wakeups cost for mamfs's requests before any disk, cipher or policy
+ * work: the time no FUSE filesystem answering them can beat.
+ *
+ * Not a filesystem to keep anything in: one thread, no locks, inodes never freed.
+ *
+ * Build: Tools/bench/run.py's build_fuse_floor (cc with Sources/CFuseTransport and fuse3)
+ * Run:   fuse_floor MOUNTPOINT -f             (Tools/bench/run.py mounts it as "fuse-floor")
+ */
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include "mamfs_fuse_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TIMEOUT 1.0
+
+struct node {
+    struct stat st;
+    fuse_ino_t parent;
+    char *name;
+    fuse_ino_t *children;
+    size_t count, capacity;
+};
+
+static struct node *nodes;
+static size_t node_count, node_capacity;
+static char zeros[1 << 20];
+
+static struct node *node(fuse_ino_t ino) {
+    return ino >= 1 && ino < node_count && nodes[ino].st.st_nlink > 0 ? &nodes[ino] : NULL;
+}
+
+static void now(struct timespec *t) { clock_gettime(CLOCK_REALTIME, t); }
+
+static fuse_ino_t child(struct node *dir, const char *name) {
+    for (size_t i = 0; i < dir->count; i++)
+        if (strcmp(nodes[dir->children[i]].name, name) == 0) return dir->children[i];
+    return 0;
+}
+
+static void unlink_child(struct node *dir, fuse_ino_t ino) {
+    for (size_t i = 0; i < dir->count; i++)
+        if (dir->children[i] == ino) { dir->children[i] = dir->children[--dir->count]; return; }
+}
+
+static int link_child(fuse_ino_t parent, fuse_ino_t ino) {
+    struct node *dir = &nodes[parent];
+    if (dir->count == dir->capacity) {
+        size_t capacity = dir->capacity ? dir->capacity * 2 : 16;
+        fuse_ino_t *grown = realloc(dir->children, capacity * sizeof *grown);
+        if (!grown) return ENOMEM;
+        dir->children = grown;
+        dir->capacity = capacity;
+    }
+    dir->children[dir->count++] = ino;
+    return 0;
+}
+
+/* A new node named `name` in `parent`; 0 with errno set on failure. */
+static fuse_ino_t make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+    if (node_count == node_capacity) {
+        size_t capacity = node_capacity ? node_capacity * 2 : 1024;
+        struct node *grown = realloc(nodes, capacity * sizeof *grown);
+        if (!grown) { errno = ENOMEM; return 0; }
+        nodes = grown;
+        node_capacity = capacity;
+    }
+    fuse_ino_t ino = node_count;
+    struct node *n = &nodes[ino];
+    memset(n, 0, sizeof *n);
+    n->name = strdup(name);
+    if (!n->name || link_child(parent, ino) != 0) { free(n->name); errno = ENOMEM; return 0; }
+    node_count++;
+    const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
+    n->parent = parent;
+    n->st.st_ino = ino;
+    n->st.st_mode = mode;
+    n->st.st_nlink = S_ISDIR(mode) ? 2 : 1;
+    n->st.st_uid = ctx ? ctx->uid : getuid();
+    n->st.st_gid = ctx ? ctx->gid : getgid();
+    n->st.st_blksize = 4096;
+    now(&n->st.st_atim);
+    n->st.st_mtim = n->st.st_ctim = n->st.st_atim;
+    if (S_ISDIR(mode) && parent) nodes[parent].st.st_nlink++;
+    return ino;
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino) {
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = ino;
+    e.attr = nodes[ino].st;
+    e.attr.st_blocks = (e.attr.st_size + 511) / 512;
+    e.attr_timeout = e.entry_timeout = TIMEOUT;
+    fuse_reply_entry(req, &e);
+}
+
+static void floor_init(void *userdata, struct fuse_conn_info *conn) {
+    (void)userdata;
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+    conn->max_write = 1 << 20;
+}
+
+static void floor_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+    struct node *dir = node(parent);
+    fuse_ino_t ino = dir ? child(dir, name) : 0;
+    if (!ino) { fuse_reply_err(req, ENOENT); return; }
+    reply_entry(req, ino);
+}
+
+static void floor_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    (void)fi;
+    struct node *n = node(ino);
+    if (!n) { fuse_reply_err(req, ENOENT); return; }
+    struct stat st = n->st;
+    st.st_blocks = (st.st_size + 511) / 512;
+    fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+static void floor_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int set, struct fuse_file_info *fi) {
+    (void)fi;
+    struct node *n = node(ino);
+    if (!n) { fuse_reply_err(req, ENOENT); return; }
+    if (set & FUSE_SET_ATTR_MODE) n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
+    if (set & FUSE_SET_ATTR_UID) n->st.st_uid = attr->st_uid;
+    if (set & FUSE_SET_ATTR_GID) n->st.st_gid = attr->st_gid;
+    if (set & FUSE_SET_ATTR_SIZE) n->st.st_size = attr->st_size;
+    if (set & FUSE_SET_ATTR_ATIME) n->st.st_atim = attr->st_atim;
+    if (set & FUSE_SET_ATTR_MTIME) n->st.st_mtim = attr->st_mtim;
+    if (set & FUSE_SET_ATTR_ATIME_NOW) now(&n->st.st_atim);
+    if (set & FUSE_SET_ATTR_MTIME_NOW) now(&n->st.st_mtim);
+    now(&n->st.st_ctim);
+    floor_getattr(req, ino, NULL);
+}
+
+static void create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+    struct node *dir = node(parent);
+    if (!dir || !S_ISDIR(dir->st.st_mode)) { fuse_reply_err(req, dir ? ENOTDIR : ENOENT); return; }
+    if (child(dir, name)) { fuse_reply_err(req, EEXIST); return; }
+    fuse_ino_t ino = make(req, parent, name, mode);
+    if (!ino) { fuse_reply_err(req, errno); return; }
+    if (!fi) { reply_entry(req, ino); return; }
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = ino;
+    e.attr = nodes[ino].st;
+    e.attr_timeout = e.entry_timeout = TIMEOUT;
+    fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
+    fuse_reply_create(req, &e, fi);
+}
+
+static void floor_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+    create_node(req, parent, name, S_IFDIR | (mode & 07777), NULL);
+}
+
+static void floor_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
+    (void)rdev;
+    if (!S_ISREG(mode)) { fuse_reply_err(req, EPERM); return; }
+    create_node(req, parent, name, mode, NULL);
+}
+
+static void floor_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+    create_node(req, parent, name, S_IFREG | (mode & 07777), fi);
+}
+
+static void remove_node(fuse_req_t req, fuse_ino_t parent, const char *name, int directory) {
+    struct node *dir = node(parent);
+    fuse_ino_t ino = dir ? child(dir, name) : 0;
+    if (!ino) { fuse_reply_err(req, ENOENT); return; }
+    struct node *n = &nodes[ino];
+    if (directory != !!S_ISDIR(n->st.st_mode)) { fuse_reply_err(req, directory ? ENOTDIR : EISDIR); return; }
+    if (directory && n->count) { fuse_reply_err(req, ENOTEMPTY); return; }
+    unlink_child(dir, ino);
+    if (directory) dir->st.st_nlink--;
+    n->st.st_nlink = 0;
+    free(n->children);
+    n->children = NULL;
+    fuse_reply_err(req, 0);
+}
+
+static void floor_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) { remove_node(req, parent, name, 0); }
+static void floor_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) { remove_node(req, parent, name, 1); }
+
+static void floor_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                         const char *newname, unsigned int flags) {
+    struct node *from = node(parent), *to = node(newparent);
+    fuse_ino_t ino = from ? child(from, name) : 0;
+    if (!ino || !to) { fuse_reply_err(req, ENOENT); return; }
+    if (flags) { fuse_reply_err(req, EINVAL); return; }
+    fuse_ino_t there = child(to, newname);
+    if (there == ino) { fuse_reply_err(req, 0); return; }
+    if (there) {
+        struct node *old = &nodes[there];
+        if (S_ISDIR(old->st.st_mode) && old->count) { fuse_reply_err(req, ENOTEMPTY); return; }
+        unlink_child(to, there);
+        if (S_ISDIR(old->st.st_mode)) to->st.st_nlink--;
+        old->st.st_nlink = 0;
+    }
+    char *copy = strdup(newname);
+    if (!copy || link_child(newparent, ino) != 0) { free(copy); fuse_reply_err(req, ENOMEM); return; }
+    unlink_child(from, ino);
+    if (S_ISDIR(nodes[ino].st.st_mode)) { from->st.st_nlink--; to->st.st_nlink++; }
+    free(nodes[ino].name);
+    nodes[ino].name = copy;
+    nodes[ino].parent = newparent;
+    fuse_reply_err(req, 0);
+}
+
+static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    struct node *n = node(ino);
+    if (!n) { fuse_reply_err(req, ENOENT); return; }
+    if (fi->flags & O_TRUNC) n->st.st_size = 0;
+    fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
+    fuse_reply_open(req, fi);
+}
+
+static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+    (void)fi;
+    struct node *n = node(ino);
+    if (!n) { fuse_reply_err(req, ENOENT); return; }
+    size_t available = off < n->st.st_size ? (size_t)(n->st.st_size - off) : 0;
+    if (size > available) size = available;
+    if (size > sizeof zeros) size = sizeof zeros;
+    fuse_reply_buf(req, zeros, size);
+}
+
+static void floor_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                        struct fuse_file_info *fi) {
+    (void)buf; (void)fi;
+    struct node *n = node(ino);
+    if (!n) { fuse_reply_err(req, ENOENT); return; }
+    if (off + (off_t)size > n->st.st_size) n->st.st_size = off + (off_t)size;
+    now(&n->st.st_mtim);
+    n->st.st_ctim = n->st.st_mtim;
+    fuse_reply_write(req, size);
+}
+
+static void floor_done(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    (void)ino; (void)fi;
+    fuse_reply_err(req, 0);
+}
+
+static void floor_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+    (void)datasync;
+    floor_done(req, ino, fi);
+}
+
+static void floor_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    struct node *n = node(ino);
+    if (!n) { fuse_reply_err(req, ENOENT); return; }
+    if (!S_ISDIR(n->st.st_mode)) { fuse_reply_err(req, ENOTDIR); return; }
+    fuse_reply_open(req, fi);
+}
+
+/* Entries ".", ".." and the children in their order; `off` is the index of the next one. */
+static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus) {
+    struct node *dir = node(ino);
+    if (!dir) { fuse_reply_err(req, ENOENT); return; }
+    char *buf = malloc(size);
+    if (!buf) { fuse_reply_err(req, ENOMEM); return; }
+    size_t used = 0;
+    for (size_t i = (size_t)off; i < dir->count + 2; i++) {
+        fuse_ino_t entry = i == 0 ? ino : i == 1 ? (dir->parent ? dir->parent : ino) : dir->children[i - 2];
+        const char *name = i == 0 ? "." : i == 1 ? ".." : nodes[entry].name;
+        size_t added;
+        if (plus) {
+            struct fuse_entry_param e;
+            memset(&e, 0, sizeof e);
+            if (i >= 2) {
+                e.ino = entry;
+                e.attr = nodes[entry].st;
+                e.attr_timeout = e.entry_timeout = TIMEOUT;
+            } else {
+                e.attr.st_ino = entry;
+                e.attr.st_mode = S_IFDIR;
+            }
+            added = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)i + 1);
+        } else {
+            struct stat st = nodes[entry].st;
+            added = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)i + 1);
+        }
+        if (added > size - used) break;
+        /* A READDIRPLUS entry counts as a lookup of the child: the kernel sends FORGET for it. */
+        used += added;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static void floor_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+    (void)fi;
+    list(req, ino, size, off, 0);
+}
+
+static void floor_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+    (void)fi;
+    list(req, ino, size, off, 1);
+}
+
+static void floor_statfs(fuse_req_t req, fuse_ino_t ino) {
+    (void)ino;
+    struct statvfs sv;
+    memset(&sv, 0, sizeof sv);
+    sv.f_bsize = sv.f_frsize = 4096;
+    sv.f_blocks = sv.f_bfree = sv.f_bavail = 1 << 24;
+    sv.f_files = sv.f_ffree = sv.f_favail = 1 << 24;
+    sv.f_namemax = 255;
+    fuse_reply_statfs(req, &sv);
+}
+
+/* ENODATA, or EOPNOTSUPP for the names mamfs does not keep (ACLs, security labels: ls then
+ * stops asking for them on this filesystem), as mamfs answers. */
+static void floor_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+    (void)ino; (void)size;
+    int unkept = strcmp(name, "system.posix_acl_access") == 0 || strcmp(name, "system.posix_acl_default") == 0 ||
+                 strcmp(name, "security.selinux") == 0 || strncmp(name, "security.SMACK64", 16) == 0;
+    fuse_reply_err(req, unkept ? EOPNOTSUPP : ENODATA);
+}
+
+static void floor_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    (void)ino;
+    if (size == 0) fuse_reply_xattr(req, 0); else fuse_reply_buf(req, NULL, 0);
+}
+
+static void floor_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+    (void)ino; (void)nlookup;
+    fuse_reply_none(req);
+}
+
+static const struct fuse_lowlevel_ops operations = {
+    .init = floor_init, .lookup = floor_lookup, .forget = floor_forget, .getattr = floor_getattr,
+    .setattr = floor_setattr, .mknod = floor_mknod, .mkdir = floor_mkdir, .unlink = floor_unlink,
+    .rmdir = floor_rmdir, .rename = floor_rename, .open = floor_open, .read = floor_read,
+    /* No flush: libfuse answers ENOSYS and the kernel sends no more (mamfs refuses the first). */
+    .write = floor_write, .release = floor_done, .fsync = floor_fsync,
+    .opendir = floor_opendir, .readdir = floor_readdir, .releasedir = floor_done,
+    .fsyncdir = floor_fsync, .statfs = floor_statfs, .getxattr = floor_getxattr,
+    .listxattr = floor_listxattr, .create = floor_create, .readdirplus = floor_readdirplus,
+};
+
+int main(int argc, char *argv[]) {
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_cmdline_opts opts;
+    if (fuse_parse_cmdline(&args, &opts) != 0) return 1;
+    if (opts.show_help || !opts.mountpoint) {
+        printf("usage: %s MOUNTPOINT [-f] [-o OPTION,...]\n", argv[0]);
+        fuse_cmdline_help();
+        return opts.show_help ? 0 : 1;
+    }
+    nodes = calloc(1024, sizeof *nodes);
+    if (!nodes) return 1;
+    node_capacity = 1024;
+    node_count = 2; /* inode 0 is not a node; 1 is the root */
+    struct node *root = &nodes[FUSE_ROOT_ID];
+    root->name = strdup("");
+    root->st.st_ino = FUSE_ROOT_ID;
+    root->st.st_mode = S_IFDIR | 0755;
+    root->st.st_nlink = 2;
+    root->st.st_uid = getuid();
+    root->st.st_gid = getgid();
+    now(&root->st.st_atim);
+    root->st.st_mtim = root->st.st_ctim = root->st.st_atim;
+
+    int rc = 1;
+    struct fuse_session *se = fuse_session_new(&args, &operations, sizeof operations, NULL);
+    if (!se) goto out;
+    if (fuse_set_signal_handlers(se) != 0) goto destroy;
+    if (fuse_session_mount(se, opts.mountpoint) != 0) goto handlers;
+    if (mamfs_fuse_use_transport(se, 0) != 0) goto unmount;
+    fuse_daemonize(opts.foreground);
+    rc = fuse_session_loop(se); /* one thread whatever -s says: nothing here takes a lock */
+unmount:
+    fuse_session_unmount(se);
+handlers:
+    fuse_remove_signal_handlers(se);
+destroy:
+    fuse_session_destroy(se);
+out:
+    free(opts.mountpoint);
+    fuse_opt_free_args(&args);
+    return rc ? 1 : 0;
+}
