@@ -5,7 +5,7 @@ SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 # Extra SwiftPM flags, e.g. SWIFTPM_FLAGS="--scratch-path /tmp/build".
 SWIFTPM_FLAGS ?=
 APT_PACKAGES := libfuse3-dev fuse3 libssl-dev libsqlite3-dev sqlite3 attr rsync git python3-cryptography scdoc \
-	libcurl4-openssl-dev libxml2-dev apache2 apache2-utils libdbus-1-dev dbus-daemon dbus-bin strace
+	libcurl4-openssl-dev libxml2-dev apache2 apache2-utils libdbus-1-dev dbus-daemon dbus-bin strace gcc pkg-config
 
 .PHONY: deps build demo test
 
