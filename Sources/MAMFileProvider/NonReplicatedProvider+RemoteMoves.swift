@@ -105,7 +105,7 @@ extension NonReplicatedProvider {
                   isMovedFile(path, to: candidate, tree: tree, report: &report) else { continue }
             moves[id] = candidates[0]
             appeared[version] = nil
-            try? binding.database.recordIdentity(store: candidates[0], fileID: candidate.fileID, movedFrom: id)
+            _ = try? binding.database.recordIdentity(store: candidates[0], fileID: candidate.fileID, movedFrom: id)
         }
     }
 

@@ -171,7 +171,7 @@ public final class NonReplicatedProvider: Sendable {
                                 type: item.type, size: item.size, version: item.version, owner: binding.accountId,
                                 localPath: relative, local: LocalStamp(inode: 0, size: 0, mtime: 0))
         try? binding.database.upsert(record)
-        try? binding.database.recordIdentity(store: item.identifier, fileID: item.fileID, movedFrom: movedFrom)
+        _ = try? binding.database.recordIdentity(store: item.identifier, fileID: item.fileID, movedFrom: movedFrom)
     }
 
     /// The identity last recorded for `relative`, as attributes of a changed materialized file.
@@ -301,7 +301,7 @@ public final class NonReplicatedProvider: Sendable {
                         try? binding.database.remove(ItemIdentifier(old))
                         remember(child, relative: childPath, movedFrom: ItemIdentifier(old))
                     } else {
-                        try? binding.database.recordIdentity(store: child.identifier, fileID: child.fileID, movedFrom: ItemIdentifier(old))
+                        _ = try? binding.database.recordIdentity(store: child.identifier, fileID: child.fileID, movedFrom: ItemIdentifier(old))
                     }
                 }
             }
