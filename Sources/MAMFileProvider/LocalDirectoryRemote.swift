@@ -26,7 +26,8 @@ import MAMSystem
 /// - `metadataVersion` is an FNV-1a hash of (name, parent, mode, mtime_ns).
 ///
 /// Writes go to a 0600 temp file in the target directory (`.NAME.mamfs-tmp-XXXXXX`, skipped by
-/// enumeration), fsynced, given its mode, then renamed into place (create uses
+/// enumeration, which removes one an upload left behind: `AbandonedUploadTemporary`), held
+/// with flock(2) while it is written, fsynced, given its mode, then renamed into place (create uses
 /// `RENAME_NOREPLACE` so a name taken meanwhile is a conflict, never an overwrite) and the
 /// directory fsynced. The base-version check of `modify` and `delete` and the rename are not
 /// one atomic step: a writer bypassing this store in that window is not detected.
@@ -97,7 +98,10 @@ public struct LocalDirectoryRemote: RemoteStore {
         }
         var items: [RemoteItem] = []
         for name in names {
-            if FileSystem.isTemporaryName(name) { continue }
+            if FileSystem.isTemporaryName(name) {
+                removeIfAbandoned(ConfinedDirectory.child(directory, name), name: name, tree: tree)
+                continue
+            }
             if container == .rootContainer && ProviderBinding.isReservedTopName(name) {
                 log("remote \(root): skipped '\(name)': the name is reserved for the provider's own files")
                 continue
@@ -107,6 +111,15 @@ public struct LocalDirectoryRemote: RemoteStore {
             items.append(item)
         }
         return items
+    }
+
+    /// Removes the temp file `relative` of an upload that ended before its rename
+    /// (`AbandonedUploadTemporary`), and says so in the log; nothing on a read-only store.
+    private func removeIfAbandoned(_ relative: String, name: String, tree: ConfinedDirectory) {
+        guard !readOnly, AbandonedUploadTemporary.hasUploadForm(name),
+              AbandonedUploadTemporary.removeIfAbandoned(relative, tree: tree) else { return }
+        log("remote \(root): removed '\(relative)', the temp file of an upload that ended before it was renamed into place "
+            + "(not written for \(Int(AbandonedUploadTemporary.age / 60)) minutes, no writer holds it)")
     }
 
     public func item(_ identifier: ItemIdentifier) throws -> RemoteItem {
@@ -349,6 +362,11 @@ public struct LocalDirectoryRemote: RemoteStore {
         }
         guard fd >= 0 else { throw failure(errno, identifier, "create temp file") }
         defer { close(fd) }
+        // Held while the bytes are copied: an enumeration never takes a temp whose writer
+        // stalls for longer than `AbandonedUploadTemporary.age` for an abandoned one. A new
+        // file has a fresh mtime, which keeps it too, so a filesystem without flock (ENOLCK)
+        // only loses the stall case.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
         do {
             try FileSystem.copyBytes(from: source, to: fd)
             guard fchmod(fd, mode & 0o7777) == 0, fsync(fd) == 0 else { throw MAMError.fromErrno("fsync") }
