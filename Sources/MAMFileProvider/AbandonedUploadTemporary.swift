@@ -9,14 +9,18 @@ import Glibc
 ///
 /// A temp counts as abandoned only when all of these hold:
 /// - it has the exact form the store writes (six letters or digits after `.mamfs-tmp-`);
-/// - it is a regular file of this user with one link;
-/// - it was not written for `age` seconds (its mtime);
-/// - no writer holds it: the store's writer keeps an flock(2) on its temp while it copies, so
-///   an upload that stalls longer than `age` keeps its temp;
+/// - it is a regular file of this user with one link (checked before it is opened, so no
+///   device or FIFO of that name is ever opened, and again on the descriptor);
+/// - it was not written for `age` seconds (its mtime): a day, so that a writer on another
+///   machine sharing the directory (a network mount or a synced folder, where a lock does not
+///   reach, and whose clock may differ by minutes) is never taken for gone;
+/// - no writer holds it: the store's writer keeps an exclusive flock(2) on its temp while it
+///   copies, and the check asks for a shared one (which an NFS client grants on a read-only
+///   descriptor);
 /// - it is still the file at that name when it is removed.
 enum AbandonedUploadTemporary {
-    /// Seconds without a write after which an unlocked temp counts as abandoned.
-    static let age: Double = 600
+    /// Seconds without a write after which an unlocked temp counts as abandoned (one day).
+    static let age: Double = 86_400
 
     /// Whether `name` has the form of the store's temp files: `.BASE.mamfs-tmp-XXXXXX`, with a
     /// non-empty BASE and six ASCII letters or digits.
@@ -35,17 +39,21 @@ enum AbandonedUploadTemporary {
     /// - Returns: true when it was removed; false when it is kept, or cannot be looked at.
     static func removeIfAbandoned(_ relative: String, tree: ConfinedDirectory,
                                   now: Double = Date().timeIntervalSince1970) -> Bool {
+        guard let listed = tree.lstat(relative), isCandidate(listed, now: now) else { return false }
         let fd = tree.open(relative, O_RDONLY | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_uid == geteuid(), st.st_nlink == 1 else {
-            return false
-        }
-        let written = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
-        guard now - written >= age, flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
+        guard fstat(fd, &st) == 0, st.st_dev == listed.st_dev, st.st_ino == listed.st_ino, isCandidate(st, now: now),
+              flock(fd, LOCK_SH | LOCK_NB) == 0 else { return false }
         // The name may have been given to another file between the open and the lock.
         guard let named = tree.lstat(relative), named.st_dev == st.st_dev, named.st_ino == st.st_ino else { return false }
         return tree.unlink(relative) == 0
+    }
+
+    /// A regular file of this user with one link, not written for `age` seconds.
+    private static func isCandidate(_ st: stat, now: Double) -> Bool {
+        let written = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+        return (st.st_mode & S_IFMT) == S_IFREG && st.st_uid == geteuid() && st.st_nlink == 1 && now - written >= age
     }
 }

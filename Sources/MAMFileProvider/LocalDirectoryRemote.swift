@@ -119,7 +119,7 @@ public struct LocalDirectoryRemote: RemoteStore {
         guard !readOnly, AbandonedUploadTemporary.hasUploadForm(name),
               AbandonedUploadTemporary.removeIfAbandoned(relative, tree: tree) else { return }
         log("remote \(root): removed '\(relative)', the temp file of an upload that ended before it was renamed into place "
-            + "(not written for \(Int(AbandonedUploadTemporary.age / 60)) minutes, no writer holds it)")
+            + "(not written for \(Int(AbandonedUploadTemporary.age / 3600)) hours, no writer holds it)")
     }
 
     public func item(_ identifier: ItemIdentifier) throws -> RemoteItem {
@@ -362,10 +362,10 @@ public struct LocalDirectoryRemote: RemoteStore {
         }
         guard fd >= 0 else { throw failure(errno, identifier, "create temp file") }
         defer { close(fd) }
-        // Held while the bytes are copied: an enumeration never takes a temp whose writer
-        // stalls for longer than `AbandonedUploadTemporary.age` for an abandoned one. A new
-        // file has a fresh mtime, which keeps it too, so a filesystem without flock (ENOLCK)
-        // only loses the stall case.
+        // Held while the bytes are copied: a listing never takes a temp whose writer stalls
+        // for longer than `AbandonedUploadTemporary.age` for an abandoned one. A new file has a
+        // fresh mtime, which keeps it too, so a filesystem without flock (ENOLCK) only loses
+        // the stall case.
         _ = flock(fd, LOCK_EX | LOCK_NB)
         do {
             try FileSystem.copyBytes(from: source, to: fd)

@@ -7,9 +7,17 @@ import MAMProtection
 /// namespace, and a watch of the mount table (poll(2) of a mountinfo file, proc(5)) would
 /// report those.
 public enum PrivateMountNamespace {
-    /// Whether this process may make one (unshare(2) CLONE_NEWNS needs CAP_SYS_ADMIN; a
-    /// multi-threaded process cannot make a user namespace to get it).
-    public static var isAvailable: Bool { geteuid() == 0 }
+    /// Whether this process may make one: unshare(2) CLONE_NEWNS needs CAP_SYS_ADMIN in its
+    /// effective set (bit 21 of `CapEff` in /proc/self/status; root in a container may lack
+    /// it), and a multi-threaded process cannot make a user namespace to get it.
+    public static var isAvailable: Bool {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let mask = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16) else {
+            return false
+        }
+        return mask & (1 << 21) != 0
+    }
 
     /// Runs `body` on a new thread that has left this process's mount namespace for a copy of
     /// it whose mounts propagate neither way (unshare(2) CLONE_NEWNS, then MS_REC | MS_PRIVATE

@@ -10,7 +10,9 @@
  * the kernel, libfuse and the wakeups cost for mamfs's requests before any disk, cipher or policy
  * work: the time no FUSE filesystem answering them can beat.
  *
- * Not a filesystem to keep anything in: one thread, no locks, inodes never freed.
+ * Not a filesystem to keep anything in: one thread, no locks, inodes never freed, an unlinked
+ * file gone at once (even while open), set-ID bits never cleared. A directory's entries keep
+ * their READDIR offsets while others are removed (a removed entry leaves an empty slot).
  *
  * Build: Tools/bench/run.py's build_fuse_floor (cc with Sources/CFuseTransport and fuse3)
  * Run:   fuse_floor MOUNTPOINT -f             (Tools/bench/run.py mounts it as "fuse-floor")
@@ -34,8 +36,8 @@ struct node {
     struct stat st;
     fuse_ino_t parent;
     char *name;
-    fuse_ino_t *children;
-    size_t count, capacity;
+    fuse_ino_t *children; /* slots in the order made; 0: an entry removed since */
+    size_t count, capacity, live;
 };
 
 static struct node *nodes;
@@ -50,13 +52,14 @@ static void now(struct timespec *t) { clock_gettime(CLOCK_REALTIME, t); }
 
 static fuse_ino_t child(struct node *dir, const char *name) {
     for (size_t i = 0; i < dir->count; i++)
-        if (strcmp(nodes[dir->children[i]].name, name) == 0) return dir->children[i];
+        if (dir->children[i] && strcmp(nodes[dir->children[i]].name, name) == 0) return dir->children[i];
     return 0;
 }
 
+/* Empties the first slot holding `ino`. */
 static void unlink_child(struct node *dir, fuse_ino_t ino) {
     for (size_t i = 0; i < dir->count; i++)
-        if (dir->children[i] == ino) { dir->children[i] = dir->children[--dir->count]; return; }
+        if (dir->children[i] == ino) { dir->children[i] = 0; dir->live--; return; }
 }
 
 static int link_child(fuse_ino_t parent, fuse_ino_t ino) {
@@ -69,6 +72,7 @@ static int link_child(fuse_ino_t parent, fuse_ino_t ino) {
         dir->capacity = capacity;
     }
     dir->children[dir->count++] = ino;
+    dir->live++;
     return 0;
 }
 
@@ -185,7 +189,7 @@ static void remove_node(fuse_req_t req, fuse_ino_t parent, const char *name, int
     if (!ino) { fuse_reply_err(req, ENOENT); return; }
     struct node *n = &nodes[ino];
     if (directory != !!S_ISDIR(n->st.st_mode)) { fuse_reply_err(req, directory ? ENOTDIR : EISDIR); return; }
-    if (directory && n->count) { fuse_reply_err(req, ENOTEMPTY); return; }
+    if (directory && n->live) { fuse_reply_err(req, ENOTEMPTY); return; }
     unlink_child(dir, ino);
     if (directory) dir->st.st_nlink--;
     n->st.st_nlink = 0;
@@ -205,15 +209,17 @@ static void floor_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fu
     if (flags) { fuse_reply_err(req, EINVAL); return; }
     fuse_ino_t there = child(to, newname);
     if (there == ino) { fuse_reply_err(req, 0); return; }
+    if (there && S_ISDIR(nodes[there].st.st_mode) && nodes[there].live) { fuse_reply_err(req, ENOTEMPTY); return; }
+    /* Everything that can fail comes first: a failed rename changes nothing. The new slot
+     * comes after the old one, so the old one is the first that unlink_child finds. */
+    char *copy = strdup(newname);
+    if (!copy || link_child(newparent, ino) != 0) { free(copy); fuse_reply_err(req, ENOMEM); return; }
     if (there) {
         struct node *old = &nodes[there];
-        if (S_ISDIR(old->st.st_mode) && old->count) { fuse_reply_err(req, ENOTEMPTY); return; }
         unlink_child(to, there);
         if (S_ISDIR(old->st.st_mode)) to->st.st_nlink--;
         old->st.st_nlink = 0;
     }
-    char *copy = strdup(newname);
-    if (!copy || link_child(newparent, ino) != 0) { free(copy); fuse_reply_err(req, ENOMEM); return; }
     unlink_child(from, ino);
     if (S_ISDIR(nodes[ino].st.st_mode)) { from->st.st_nlink--; to->st.st_nlink++; }
     free(nodes[ino].name);
@@ -268,7 +274,8 @@ static void floor_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_open(req, fi);
 }
 
-/* Entries ".", ".." and the children in their order; `off` is the index of the next one. */
+/* Entries ".", ".." and the children in their order, empty slots skipped; `off` is the index
+ * of the next one (stable: a removal empties a slot and moves nothing). */
 static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus) {
     struct node *dir = node(ino);
     if (!dir) { fuse_reply_err(req, ENOENT); return; }
@@ -276,6 +283,7 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plu
     if (!buf) { fuse_reply_err(req, ENOMEM); return; }
     size_t used = 0;
     for (size_t i = (size_t)off; i < dir->count + 2; i++) {
+        if (i >= 2 && dir->children[i - 2] == 0) continue;
         fuse_ino_t entry = i == 0 ? ino : i == 1 ? (dir->parent ? dir->parent : ino) : dir->children[i - 2];
         const char *name = i == 0 ? "." : i == 1 ? ".." : nodes[entry].name;
         size_t added;
