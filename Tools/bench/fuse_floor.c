@@ -14,7 +14,7 @@
  * file gone at once (even while open), set-ID bits never cleared. A directory's entries keep
  * their READDIR offsets while others are removed (a removed entry leaves an empty slot).
  *
- * Build: Tools/bench/run.py's build_fuse_floor (cc with Sources/CFuseTransport and fuse3)
+ * Build: build_fuse_floor of Tools/bench/bench_setup.py (cc with Sources/CFuseTransport and fuse3)
  * Run:   fuse_floor MOUNTPOINT -f             (Tools/bench/run.py mounts it as "fuse-floor")
  */
 #define FUSE_USE_VERSION 34
