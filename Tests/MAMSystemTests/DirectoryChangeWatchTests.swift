@@ -68,8 +68,8 @@ import Testing
             var seen = [watch.drain()]
             guard mount(scratch.file("a"), scratch.file("b"), nil, UInt(MS_BIND), nil) == 0 else { throw Errno.current }
             seen.append(watch.drain())
-            let mountedHere = PrivateMountNamespace.isMountPoint(scratch.file("b"), in: "/proc/thread-self/mountinfo")
-            let mountedOutside = PrivateMountNamespace.isMountPoint(scratch.file("b"), in: "/proc/self/mountinfo")
+            let mountedHere = FuseMounts.isMounted(scratch.file("b"), in: "/proc/thread-self/mountinfo")
+            let mountedOutside = FuseMounts.isMounted(scratch.file("b"), in: "/proc/self/mountinfo")
             guard umount2(scratch.file("b"), 0) == 0 else { throw Errno.current }
             seen.append(watch.drain())
             seen.append(watch.drainChanges() ? .mountTable : [])

@@ -5,9 +5,11 @@ import MAMProtection
 /// Mount points of this namespace, unmounting, and the `mamfs mount` daemons behind them: what
 /// every test that mounts needs in its teardown, so a failed test never leaves a mount behind.
 public enum FuseMounts {
-    /// True when /proc/self/mountinfo lists `mountpoint` (as given: absolute, resolved).
-    public static func isMounted(_ mountpoint: String) -> Bool {
-        MountInfo.current()?.entries.contains { $0.mountPoint == mountpoint } ?? false
+    /// True when the mount table `table` (a mountinfo file of proc(5); this process's by
+    /// default) lists `mountpoint` (as given: absolute, resolved); false when it cannot be read.
+    public static func isMounted(_ mountpoint: String, in table: String = MountInfo.procPath) -> Bool {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { return false }
+        return MountInfo(parsing: text).entries.contains { $0.mountPoint == mountpoint }
     }
 
     /// `path` with the symbolic links of its parent resolved (as the kernel lists mount

@@ -1,6 +1,5 @@
 import CSystem
 import Foundation
-import MAMProtection
 
 /// A thread of its own mount namespace, for a test whose assertions must see no mount or
 /// unmount but its own: the tests that run beside it mount and unmount in the process's
@@ -23,7 +22,7 @@ public enum PrivateMountNamespace {
     /// it whose mounts propagate neither way (unshare(2) CLONE_NEWNS, then MS_REC | MS_PRIVATE
     /// on /), and waits for it. The namespace, and any mount `body` left in it, goes with the
     /// thread. /proc/thread-self/mountinfo on that thread is the copy's table; /proc/self/
-    /// mountinfo stays the process's.
+    /// mountinfo stays the process's (`FuseMounts.isMounted(_:in:)` reads either).
     /// - Throws: `TestSupportError` naming the errno of unshare or mount (EPERM when not
     ///   root), or what `body` throws.
     public static func run<T>(_ body: @escaping () throws -> T) throws -> T {
@@ -44,13 +43,6 @@ public enum PrivateMountNamespace {
         thread.start()
         done.wait()
         return try outcome.result!.get()
-    }
-
-    /// Whether the mount table `table` (a mountinfo file of proc(5)) has a mount on `path`;
-    /// false when it cannot be read.
-    public static func isMountPoint(_ path: String, in table: String) -> Bool {
-        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { return false }
-        return MountInfo(parsing: text).entries.contains { $0.mountPoint == path }
     }
 }
 

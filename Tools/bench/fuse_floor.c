@@ -105,13 +105,19 @@ static fuse_ino_t make(fuse_req_t req, fuse_ino_t parent, const char *name, mode
     return ino;
 }
 
-static void reply_entry(fuse_req_t req, fuse_ino_t ino) {
+/* The entry of `ino` as a LOOKUP, CREATE or READDIRPLUS reply gives it. */
+static struct fuse_entry_param entry_of(fuse_ino_t ino) {
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
     e.ino = ino;
     e.attr = nodes[ino].st;
     e.attr.st_blocks = (e.attr.st_size + 511) / 512;
     e.attr_timeout = e.entry_timeout = TIMEOUT;
+    return e;
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino) {
+    struct fuse_entry_param e = entry_of(ino);
     fuse_reply_entry(req, &e);
 }
 
@@ -132,9 +138,8 @@ static void floor_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     (void)fi;
     struct node *n = node(ino);
     if (!n) { fuse_reply_err(req, ENOENT); return; }
-    struct stat st = n->st;
-    st.st_blocks = (st.st_size + 511) / 512;
-    fuse_reply_attr(req, &st, TIMEOUT);
+    struct fuse_entry_param e = entry_of(ino);
+    fuse_reply_attr(req, &e.attr, TIMEOUT);
 }
 
 static void floor_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int set, struct fuse_file_info *fi) {
@@ -160,11 +165,7 @@ static void create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     fuse_ino_t ino = make(req, parent, name, mode);
     if (!ino) { fuse_reply_err(req, errno); return; }
     if (!fi) { reply_entry(req, ino); return; }
-    struct fuse_entry_param e;
-    memset(&e, 0, sizeof e);
-    e.ino = ino;
-    e.attr = nodes[ino].st;
-    e.attr_timeout = e.entry_timeout = TIMEOUT;
+    struct fuse_entry_param e = entry_of(ino);
     fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
     fuse_reply_create(req, &e, fi);
 }
@@ -289,12 +290,10 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plu
         size_t added;
         if (plus) {
             struct fuse_entry_param e;
-            memset(&e, 0, sizeof e);
             if (i >= 2) {
-                e.ino = entry;
-                e.attr = nodes[entry].st;
-                e.attr_timeout = e.entry_timeout = TIMEOUT;
+                e = entry_of(entry);
             } else {
+                memset(&e, 0, sizeof e);
                 e.attr.st_ino = entry;
                 e.attr.st_mode = S_IFDIR;
             }

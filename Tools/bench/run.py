@@ -60,11 +60,9 @@ import tarfile
 import tempfile
 import time
 
-from bench_setup import build_fuse_floor, build_mamfs, machine  # noqa: F401  (build_fuse_floor: for the tests too)
+from bench_setup import HERE, REPO, build_fuse_floor, build_mamfs, machine, run  # noqa: F401  (build_fuse_floor: for the tests)
 from ext4_fscrypt import EncryptedExt4, Unavailable
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
 MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "mamfs-enc", "mamfs-plain",
@@ -111,10 +109,6 @@ def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, **kw)
 
 
 def timed(cmd, **kw):
