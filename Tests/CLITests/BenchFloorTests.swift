@@ -4,7 +4,8 @@ import MAMTestSupport
 
 /// Tools/bench/fuse_floor.c, the bench's "fuse-floor" mount: it must keep the names, sizes,
 /// modes and errors of what the workloads do (or their requests are not mamfs's), and it keeps
-/// no data (a read answers zeros).
+/// no data (a read answers zeros). With `-o backing=DIR` ("fuse-floor-io") it keeps each file's
+/// bytes in DIR as an encrypting overlay lays them out, and must give them back as written.
 @Suite("Bench floor filesystem")
 struct BenchFloorTests {
     @Test("fuse-floor keeps names, sizes, modes and errno, answers zeros, and unmounts cleanly",
@@ -13,13 +14,7 @@ struct BenchFloorTests {
         let directory = try TempDirectory(prefix: "mamfs-bench-floor")
         let mountpoint = directory.file("mnt")
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
-        // Built as the bench builds it.
-        let script = "import sys; sys.path.insert(0, sys.argv[1]); import run; print(run.build_fuse_floor(sys.argv[2]))"
-        let built = try runProcess("/usr/bin/env", ["python3", "-c", script, InstalledTree.repository + "/Tools/bench", directory.path],
-                                   environment: testEnvironment())
-        try #require(built.status == 0, "\(built.err)")
-        let binary = built.out.trimmingCharacters(in: .newlines)
-        #expect(binary == directory.file("fuse_floor"))
+        let binary = try Self.build(into: directory)
         let daemon = try BackgroundProcess(binary, [mountpoint, "-f"], environment: testEnvironment())
         defer { FuseMounts.tearDown(mountpoint); daemon.stop() }
         try #require(daemon.wait(until: { _ in FuseMounts.isMounted(mountpoint) }), "\(daemon.err)")
@@ -59,5 +54,77 @@ struct BenchFloorTests {
 
         #expect(FuseMounts.unmount(mountpoint))
         #expect(daemon.waitForExit() == 0, "\(daemon.err)")
+    }
+
+    @Test("fuse-floor -o backing=DIR keeps each file's bytes in header-and-tagged-block form and gives them back",
+          .enabled(if: fuseUsable), .timeLimit(.minutes(2)))
+    func backingStoreKeepsBytes() throws {
+        let directory = try TempDirectory(prefix: "mamfs-bench-floor-io")
+        let mountpoint = directory.file("mnt"), backing = directory.file("backing")
+        for path in [mountpoint, backing] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        let binary = try Self.build(into: directory)
+
+        let refused = try runProcess(binary, [mountpoint, "-f", "-o", "backing=" + directory.file("missing")], environment: testEnvironment())
+        #expect(refused.status == 1)
+        #expect(refused.err == "fuse_floor: backing=\(directory.file("missing")): No such file or directory\n", "\(refused.err)")
+        #expect(!FuseMounts.isMounted(mountpoint))
+
+        let daemon = try BackgroundProcess(binary, [mountpoint, "-f", "-o", "backing=" + backing], environment: testEnvironment())
+        defer { FuseMounts.tearDown(mountpoint); daemon.stop() }
+        try #require(daemon.wait(until: { _ in FuseMounts.isMounted(mountpoint) }), "\(daemon.err)")
+
+        // Each step reads back through a new read-only handle (direct I/O: the store answers,
+        // not the page cache) and prints the backing file's size: a 64-byte header, then each
+        // 4 KiB block's data and a 16-byte tag.
+        let script = #"""
+        import os, random, sys
+        m, b = sys.argv[1], sys.argv[2]
+        rng = random.Random(5)
+        want = bytes(rng.getrandbits(8) for _ in range(10000))
+        with open(m + "/a", "wb") as f: f.write(want)
+        ino = os.stat(m + "/a").st_ino
+        def check(step):
+            with open(m + "/a", "rb") as f: got = f.read()
+            print(step, got == want, len(got), os.stat(os.path.join(b, str(ino))).st_size)
+        check("written")
+        with open(m + "/a", "r+b") as f: f.seek(4090); f.write(b"X" * 20)
+        want = want[:4090] + b"X" * 20 + want[4110:]
+        check("across a block's end")
+        with open(m + "/a", "rb") as f: f.seek(4095); print("pread", f.read(3) == want[4095:4098])
+        os.truncate(m + "/a", 100); want = want[:100]; check("cut")
+        os.truncate(m + "/a", 5000); want = want + bytes(4900); check("grown")
+        with open(m + "/a", "ab") as f: f.write(b"tail")
+        want += b"tail"; check("appended")
+        os.rename(m + "/a", m + "/c")
+        with open(m + "/c", "rb") as f: print("renamed", f.read() == want)
+        os.unlink(m + "/c"); print("left", os.listdir(b))
+        """#
+        let result = try runProcess("/usr/bin/env", ["python3", "-c", script, mountpoint, backing], environment: testEnvironment())
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out == """
+        written True 10000 10112
+        across a block's end True 10000 10112
+        pread True
+        cut True 100 180
+        grown True 5000 5096
+        appended True 5004 5100
+        renamed True
+        left []
+
+        """, "\(result.out)")
+
+        #expect(FuseMounts.unmount(mountpoint))
+        #expect(daemon.waitForExit() == 0, "\(daemon.err)")
+    }
+
+    /// Builds fuse_floor into `directory` as the bench builds it (run.build_fuse_floor); its path.
+    static func build(into directory: TempDirectory) throws -> String {
+        let script = "import sys; sys.path.insert(0, sys.argv[1]); import run; print(run.build_fuse_floor(sys.argv[2]))"
+        let built = try runProcess("/usr/bin/env", ["python3", "-c", script, InstalledTree.repository + "/Tools/bench", directory.path],
+                                   environment: testEnvironment())
+        try #require(built.status == 0, "\(built.err)")
+        let binary = built.out.trimmingCharacters(in: .newlines)
+        #expect(binary == directory.file("fuse_floor"))
+        return binary
     }
 }

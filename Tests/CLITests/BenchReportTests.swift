@@ -50,10 +50,18 @@ struct BenchReportTests {
      "loadavg": [{"round": 1, "start": "0.5 0.5 0.5", "end": "2.0 1.0 0.6"}]}
     """
 
-    @Test("report.py sets each target's best peer against fuse-floor, and marks a target beyond the floor")
+    /// The same round with fuse-floor-io: randread beyond it too (14,500 IOPS, 1.04x gocryptfs),
+    /// tar x within it (2.6 s, 0.87x securefs).
+    static let floorIOResults = floorResults
+        .replacingOccurrences(of: #""mounts": ["fuse-floor","#, with: #""mounts": ["fuse-floor", "fuse-floor-io","#)
+        .replacingOccurrences(of: #""samples": ["#, with: #"""
+            "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor-io", "fio_randread_iops": 14500, "small_extract_s": 2.6},
+            """#)
+
+    @Test("report.py sets each target's best peer against fuse-floor and fuse-floor-io, and marks a target beyond either")
     func floorSection() throws {
         let directory = try TempDirectory(prefix: "mamfs-bench-report")
-        for (name, results) in [("floor", Self.floorResults), ("none", Self.results)] {
+        for (name, results) in [("floor", Self.floorResults), ("none", Self.results), ("io", Self.floorIOResults)] {
             let path = directory.file("\(name)/results.json")
             try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
             try Data(results.utf8).write(to: URL(fileURLWithPath: path))
@@ -70,6 +78,16 @@ struct BenchReportTests {
         #expect(section.filter { $0.hasPrefix("| split | ") }.count == 2, "only the metrics the floor and a peer both have")
         let without = try String(contentsOfFile: directory.file("none/report.md"), encoding: .utf8)
         #expect(!without.contains("fuse-floor"))
+        #expect(!report.contains("floor-io"))
+
+        let withDisk = try String(contentsOfFile: directory.file("io/report.md"), encoding: .utf8)
+        let ioLines = withDisk.split(separator: "\n").map(String.init)
+        #expect(ioLines.contains("| placement | workload | target | best encrypted peer | floor / best | mamfs-enc / best "
+                                 + "| mamfs-enc / floor | floor-io / best | mamfs-enc / floor-io |"), "\(withDisk)")
+        #expect(ioLines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 | 0.87 | 1.27 |"),
+                "\(withDisk)")
+        #expect(ioLines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.07 **beyond the floor** | 1.04 | 0.97 "
+                                 + "| 1.04 **beyond the floor with its disk** | 1.00 |"), "\(withDisk)")
     }
 
     @Test("run.py's counters are the VM's total and steal ticks: steal never exceeds the total, and both only grow")

@@ -16,15 +16,16 @@ def run(cmd, **kw):
 
 
 def build_fuse_floor(root):
-    """Tools/bench/fuse_floor.c with mamfs's /dev/fuse transport (Sources/CFuseTransport),
-    compiled into `root` (once per run); its path."""
+    """Tools/bench/fuse_floor.c and its store (fuse_floor_store.c) with mamfs's /dev/fuse
+    transport (Sources/CFuseTransport), compiled into `root` (once per run); its path."""
     binary = os.path.join(root, "fuse_floor")
     if not os.path.exists(binary):
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True,
                                text=True).stdout.split()
         transport = os.path.join(REPO, "Sources", "CFuseTransport")
         run(["cc", "-O2", "-Wall", "-o", binary, "-I", os.path.join(transport, "include"), os.path.join(HERE, "fuse_floor.c"),
-             os.path.join(transport, "transport.c"), os.path.join(transport, "busy_poll.c"), "-pthread"] + flags)
+             os.path.join(HERE, "fuse_floor_store.c"), os.path.join(transport, "transport.c"),
+             os.path.join(transport, "busy_poll.c"), "-pthread"] + flags)
     return binary
 
 

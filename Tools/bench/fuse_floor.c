@@ -14,14 +14,22 @@
  * file gone at once (even while open), set-ID bits never cleared. A directory's entries keep
  * their READDIR offsets while others are removed (a removed entry leaves an empty slot).
  *
+ * With -o backing=DIR (fuse_floor_store.c) every regular file also has a backing file in DIR that
+ * holds its data as an encrypting overlay lays it out (a header, then each 4 KiB block with a
+ * 16-byte tag) and READ and WRITE move those bytes: the round trips plus the disk's part of an
+ * encrypting overlay's work, with no cipher and no check.
+ *
  * Build: build_fuse_floor of Tools/bench/bench_setup.py (cc with Sources/CFuseTransport and fuse3)
- * Run:   fuse_floor MOUNTPOINT -f             (Tools/bench/run.py mounts it as "fuse-floor")
+ * Run:   fuse_floor MOUNTPOINT -f [-o backing=DIR]
+ *        (Tools/bench/run.py mounts it as "fuse-floor", and with a store as "fuse-floor-io")
  */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 #include "mamfs_fuse_transport.h"
+#include "fuse_floor_store.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +51,7 @@ struct node {
 static struct node *nodes;
 static size_t node_count, node_capacity;
 static char zeros[1 << 20];
+static char data[1 << 20]; /* a READ's answer from the store */
 
 static struct node *node(fuse_ino_t ino) {
     return ino >= 1 && ino < node_count && nodes[ino].st.st_nlink > 0 ? &nodes[ino] : NULL;
@@ -149,7 +158,11 @@ static void floor_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int
     if (set & FUSE_SET_ATTR_MODE) n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
     if (set & FUSE_SET_ATTR_UID) n->st.st_uid = attr->st_uid;
     if (set & FUSE_SET_ATTR_GID) n->st.st_gid = attr->st_gid;
-    if (set & FUSE_SET_ATTR_SIZE) n->st.st_size = attr->st_size;
+    if (set & FUSE_SET_ATTR_SIZE) {
+        int rc = floor_store_enabled() && S_ISREG(n->st.st_mode) ? floor_store_truncate(ino, attr->st_size) : 0;
+        if (rc) { fuse_reply_err(req, -rc); return; }
+        n->st.st_size = attr->st_size;
+    }
     if (set & FUSE_SET_ATTR_ATIME) n->st.st_atim = attr->st_atim;
     if (set & FUSE_SET_ATTR_MTIME) n->st.st_mtim = attr->st_mtim;
     if (set & FUSE_SET_ATTR_ATIME_NOW) now(&n->st.st_atim);
@@ -164,6 +177,16 @@ static void create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     if (child(dir, name)) { fuse_reply_err(req, EEXIST); return; }
     fuse_ino_t ino = make(req, parent, name, mode);
     if (!ino) { fuse_reply_err(req, errno); return; }
+    if (S_ISREG(mode) && floor_store_enabled()) {
+        int fd = floor_store_create(ino, fi != NULL);
+        if (fd < 0) {
+            unlink_child(dir, ino);
+            nodes[ino].st.st_nlink = 0;
+            fuse_reply_err(req, -fd);
+            return;
+        }
+        if (fi) fi->fh = (uint64_t)fd;
+    }
     if (!fi) { reply_entry(req, ino); return; }
     struct fuse_entry_param e = entry_of(ino);
     fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
@@ -194,6 +217,7 @@ static void remove_node(fuse_req_t req, fuse_ino_t parent, const char *name, int
     unlink_child(dir, ino);
     if (directory) dir->st.st_nlink--;
     n->st.st_nlink = 0;
+    if (!directory && floor_store_enabled()) floor_store_remove(ino);
     free(n->children);
     n->children = NULL;
     fuse_reply_err(req, 0);
@@ -220,6 +244,7 @@ static void floor_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fu
         unlink_child(to, there);
         if (S_ISDIR(old->st.st_mode)) to->st.st_nlink--;
         old->st.st_nlink = 0;
+        if (S_ISREG(old->st.st_mode) && floor_store_enabled()) floor_store_remove(there);
     }
     unlink_child(from, ino);
     if (S_ISDIR(nodes[ino].st.st_mode)) { from->st.st_nlink--; to->st.st_nlink++; }
@@ -232,26 +257,38 @@ static void floor_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fu
 static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     struct node *n = node(ino);
     if (!n) { fuse_reply_err(req, ENOENT); return; }
+    if (floor_store_enabled() && S_ISREG(n->st.st_mode)) {
+        int fd = floor_store_reopen(ino, (fi->flags & O_TRUNC) != 0);
+        if (fd < 0) { fuse_reply_err(req, -fd); return; }
+        fi->fh = (uint64_t)fd;
+    }
     if (fi->flags & O_TRUNC) n->st.st_size = 0;
     fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
     fuse_reply_open(req, fi);
 }
 
 static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
-    (void)fi;
     struct node *n = node(ino);
     if (!n) { fuse_reply_err(req, ENOENT); return; }
     size_t available = off < n->st.st_size ? (size_t)(n->st.st_size - off) : 0;
     if (size > available) size = available;
     if (size > sizeof zeros) size = sizeof zeros;
+    if (floor_store_enabled()) {
+        ssize_t got = floor_store_read((int)fi->fh, data, size, off, n->st.st_size);
+        if (got < 0) fuse_reply_err(req, (int)-got); else fuse_reply_buf(req, data, (size_t)got);
+        return;
+    }
     fuse_reply_buf(req, zeros, size);
 }
 
 static void floor_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                         struct fuse_file_info *fi) {
-    (void)buf; (void)fi;
     struct node *n = node(ino);
     if (!n) { fuse_reply_err(req, ENOENT); return; }
+    if (floor_store_enabled()) {
+        ssize_t put = floor_store_write((int)fi->fh, buf, size, off, n->st.st_size);
+        if (put < 0) { fuse_reply_err(req, (int)-put); return; }
+    }
     if (off + (off_t)size > n->st.st_size) n->st.st_size = off + (off_t)size;
     now(&n->st.st_mtim);
     n->st.st_ctim = n->st.st_mtim;
@@ -263,7 +300,20 @@ static void floor_done(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fuse_reply_err(req, 0);
 }
 
+static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    if (floor_store_enabled()) close((int)fi->fh);
+    floor_done(req, ino, fi);
+}
+
 static void floor_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+    if (floor_store_enabled() && fi && (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) != 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    floor_done(req, ino, fi);
+}
+
+static void floor_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
     (void)datasync;
     floor_done(req, ino, fi);
 }
@@ -355,18 +405,30 @@ static const struct fuse_lowlevel_ops operations = {
     .setattr = floor_setattr, .mknod = floor_mknod, .mkdir = floor_mkdir, .unlink = floor_unlink,
     .rmdir = floor_rmdir, .rename = floor_rename, .open = floor_open, .read = floor_read,
     /* No flush: libfuse answers ENOSYS and the kernel sends no more (mamfs refuses the first). */
-    .write = floor_write, .release = floor_done, .fsync = floor_fsync,
+    .write = floor_write, .release = floor_release, .fsync = floor_fsync,
     .opendir = floor_opendir, .readdir = floor_readdir, .releasedir = floor_done,
-    .fsyncdir = floor_fsync, .statfs = floor_statfs, .getxattr = floor_getxattr,
+    .fsyncdir = floor_fsyncdir, .statfs = floor_statfs, .getxattr = floor_getxattr,
     .listxattr = floor_listxattr, .create = floor_create, .readdirplus = floor_readdirplus,
+};
+
+struct floor_options { char *backing; };
+static const struct fuse_opt floor_option_spec[] = {
+    {"backing=%s", offsetof(struct floor_options, backing), 0},
+    FUSE_OPT_END
 };
 
 int main(int argc, char *argv[]) {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct floor_options options = {NULL};
+    if (fuse_opt_parse(&args, &options, floor_option_spec, NULL) != 0) return 1;
+    if (options.backing && floor_store_open(options.backing) != 0) {
+        fprintf(stderr, "fuse_floor: backing=%s: %s\n", options.backing, strerror(errno));
+        return 1;
+    }
     struct fuse_cmdline_opts opts;
     if (fuse_parse_cmdline(&args, &opts) != 0) return 1;
     if (opts.show_help || !opts.mountpoint) {
-        printf("usage: %s MOUNTPOINT [-f] [-o OPTION,...]\n", argv[0]);
+        printf("usage: %s MOUNTPOINT [-f] [-o backing=DIR] [-o OPTION,...]\n", argv[0]);
         fuse_cmdline_help();
         return opts.show_help ? 0 : 1;
     }

@@ -25,7 +25,7 @@ METRICS = {
     "cpu_s": ("6 daemon CPU s (workloads 1-3)", "s", False),
     "hwm_mib": ("6 daemon peak RSS (VmHWM)", "MiB", False),
 }
-PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "mamfs-plain"]
+PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "fuse-floor-io", "mamfs-plain"]
 SUBJECT = "mamfs-enc"
 
 
@@ -232,14 +232,19 @@ PEER_TARGETS = {"small_extract_s": 0.9, "small_ls_s": 0.9, "small_cat_s": 0.9, "
                 "fio_randread_iops": 1.1, "fio_randwrite_iops": 1.1, "smallw_MBps": 1.0,
                 "seq_write_MBps": 1.25, "seq_read_MBps": 1.25}
 FLOOR = "fuse-floor"
+FLOOR_IO = "fuse-floor-io"
 
 
 def floor_section(results, data):
     """The best a filesystem answering mamfs's requests could do (fuse-floor: no work behind
     them), against each target's best encrypted peer: where fuse-floor / best peer misses a
-    target, no FUSE filesystem sending those requests can meet it."""
+    target, no FUSE filesystem sending those requests can meet it. With fuse-floor-io in the run
+    (the same requests plus the backing disk's reads and writes of an encrypting overlay, no
+    cipher, no check), two more columns: where it misses a target, no encrypting overlay sending
+    those requests meets it."""
     if FLOOR not in results["mounts"]:
         return []
+    with_io = FLOOR_IO in results["mounts"]
     rows = []
     out = ["## The round trips alone (fuse-floor)\n",
            "fuse-floor answers the requests mamfs is sent with no work behind them (no disk, no cipher, "
@@ -247,9 +252,17 @@ def floor_section(results, data):
            "`floor / best` is the most a filesystem sending these requests could be ahead of the best "
            "encrypted peer; where it misses the target (**beyond the floor**), no such filesystem meets "
            f"it. `{SUBJECT} / floor` sets {SUBJECT} against the round trips alone (1.00: nothing but the round "
-           f"trips; the further from 1, the more of the time is {SUBJECT}'s own work):\n",
-           f"| placement | workload | target | best encrypted peer | floor / best | {SUBJECT} / best | {SUBJECT} / floor |",
-           "|---|---|---|---|---|---|---|"]
+           f"trips; the further from 1, the more of the time is {SUBJECT}'s own work)"
+           + (":\n" if not with_io else
+              ". fuse-floor-io sends the same requests and also keeps each file in a backing file laid out as an "
+              "encrypting overlay lays it out (a header, then 4 KiB blocks with a 16-byte tag each), reading and "
+              "writing those bytes with no cipher and no check: the disk's part of the work, which no encrypting "
+              "overlay avoids. Where `floor-io / best` misses the target (**beyond the floor with its disk**), no "
+              f"encrypting overlay sending these requests meets it; `{SUBJECT} / floor-io` is what the cipher, the "
+              "checks and everything else add:\n"),
+           f"| placement | workload | target | best encrypted peer | floor / best | {SUBJECT} / best | {SUBJECT} / floor |"
+           + (f" floor-io / best | {SUBJECT} / floor-io |" if with_io else ""),
+           "|---|---|---|---|---|---|---|" + ("---|---|" if with_io else "")]
     for placement in results["placements"]:
         for metric, limit in PEER_TARGETS.items():
             label, _, higher = METRICS[metric]
@@ -260,8 +273,18 @@ def floor_section(results, data):
             r = floor / best[1]
             reachable = r >= limit if higher else r <= limit
             target = f"{'>=' if higher else '<='} {limit}x"
-            rows.append(f"| {placement} | {label} | {target} | {best[0]} | {r:.2f}{'' if reachable else ' **beyond the floor**'} "
-                        f"| {'-' if mine is None else f'{mine / best[1]:.2f}'} | {'-' if mine is None else f'{mine / floor:.2f}'} |")
+            row = (f"| {placement} | {label} | {target} | {best[0]} | {r:.2f}{'' if reachable else ' **beyond the floor**'} "
+                   f"| {'-' if mine is None else f'{mine / best[1]:.2f}'} | {'-' if mine is None else f'{mine / floor:.2f}'} |")
+            if with_io:
+                disk = med(data.get((placement, FLOOR_IO, metric), []))
+                if disk:
+                    r = disk / best[1]
+                    reachable = r >= limit if higher else r <= limit
+                    row += (f" {r:.2f}{'' if reachable else ' **beyond the floor with its disk**'} "
+                            f"| {'-' if mine is None else f'{mine / disk:.2f}'} |")
+                else:
+                    row += " - | - |"
+            rows.append(row)
     # Without an encrypted peer in the run there is nothing to set against the floor.
     return out + rows + [""] if rows else []
 
@@ -405,7 +428,7 @@ def write_chart(results, data, path):
         return
     fig, axes = plt.subplots(rows, len(placements), figsize=(6 * len(placements), 2.2 * rows), squeeze=False)
     colors = {"raw": "#888888", "ext4-fscrypt": "#2f2f2f", "bindfs": "#4c72b0", "gocryptfs": "#dd8452",
-              "securefs": "#55a868", "cryfs": "#64b5cd", "fuse-floor": "#bbbbbb",
+              "securefs": "#55a868", "cryfs": "#64b5cd", "fuse-floor": "#bbbbbb", "fuse-floor-io": "#999999",
               "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2", "mamfs-apps": "#937860", "mamfs-poll": "#da8bc3",
               "base-enc": "#e8a0a2", "base-plain": "#c0b8d8"}
     for row, metric in enumerate(metrics):

@@ -13,6 +13,9 @@ Mounts, all backed by directories under one work directory on the same disk:
   fuse-floor   Tools/bench/fuse_floor.c, built here with cc: a libfuse 3 filesystem in memory that
                keeps no data and answers mamfs's requests with no work behind them (the round
                trips alone: what no FUSE filesystem sending those requests can beat)
+  fuse-floor-io fuse-floor -o backing=DIR: the same, and each file's bytes read from and written to
+               a backing file as an encrypting overlay lays them out (4 KiB blocks, a 16-byte tag
+               each), with no cipher and no check (the disk's part no encrypting overlay avoids)
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
   mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
@@ -65,11 +68,12 @@ from ext4_fscrypt import EncryptedExt4, Unavailable
 
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
-MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "mamfs-enc", "mamfs-plain",
-          "mamfs-apps", "mamfs-poll"]
+MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "fuse-floor-io", "mamfs-enc",
+          "mamfs-plain", "mamfs-apps", "mamfs-poll"]
 # The programs a mount needs besides those every run needs (taskset, openssl, dd, tar).
 MOUNT_TOOLS = {"ext4-fscrypt": ["losetup", "mkfs.ext4", "mount", "umount"], "bindfs": ["bindfs"],
-               "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"], "fuse-floor": ["cc", "pkg-config"]}
+               "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"], "fuse-floor": ["cc", "pkg-config"],
+               "fuse-floor-io": ["cc", "pkg-config"]}
 BASELINE_MOUNTS = {"base-enc": "mamfs-enc", "base-plain": "mamfs-plain"}  # mount -> the mamfs kind it runs
 # The programs the workloads run on the mounts: mamfs-apps lists them as its managed apps.
 BENCH_PROGRAMS = ["tar", "ls", "cat", "rm", "find", "sh", "dd", "fio"]
@@ -182,8 +186,9 @@ class Mount:
             run(["securefs", "create", "--pass", PASSPHRASE, "--pbkdf", "pkcs5-pbkdf2-hmac-sha256",
                  "-r", "1000", self.backing], stdout=subprocess.DEVNULL)
             cmd = pin + ["securefs", "mount", "--pass", PASSPHRASE, self.backing, self.mountpoint]
-        elif self.name == "fuse-floor":
-            cmd = pin + [build_fuse_floor(os.path.dirname(os.path.dirname(self.base))), self.mountpoint, "-f"]
+        elif self.name in ("fuse-floor", "fuse-floor-io"):
+            store = ["-o", f"backing={self.backing}"] if self.name == "fuse-floor-io" else []
+            cmd = pin + [build_fuse_floor(os.path.dirname(os.path.dirname(self.base))), self.mountpoint, "-f"] + store
         elif self.name == "cryfs":
             # Creates the filesystem on the first mount; the password is read from stdin.
             cmd = pin + ["cryfs", "-f", "--cipher", "aes-256-gcm", self.backing, self.mountpoint]

@@ -1,0 +1,36 @@
+/* fuse_floor_store: the backing files of fuse_floor -o backing=DIR (fuse_floor_store.c). */
+#ifndef FUSE_FLOOR_STORE_H
+#define FUSE_FLOOR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum {
+    FLOOR_HEADER = 64, /* bytes before the first block, written at a file's creation */
+    FLOOR_BLOCK = 4096, /* bytes of data a block */
+    FLOOR_TAG = 16     /* bytes after each block's data */
+};
+
+/* Opens DIR as the store (a directory); 0, or -1 with errno set. */
+int floor_store_open(const char *path);
+/* Whether a store was opened. */
+int floor_store_enabled(void);
+/* Makes (or empties) the backing file of `ino` with its header; its descriptor if `keep_open`,
+   else 0; a negative errno on failure (nothing left behind). */
+int floor_store_create(uint64_t ino, int keep_open);
+/* Opens the backing file of `ino` for reading and writing, emptied to its header if
+   `truncate`; its descriptor or a negative errno. */
+int floor_store_reopen(uint64_t ino, int truncate);
+/* Cuts or extends the backing file of `ino` to hold `size` bytes of data; 0 or a negative errno. */
+int floor_store_truncate(uint64_t ino, off_t size);
+/* Removes the backing file of `ino` (open descriptors keep it). */
+void floor_store_remove(uint64_t ino);
+/* Reads up to `size` bytes of data at `off` of a file of `file_size` bytes into `out`; the
+   bytes read (0 at or past the end) or a negative errno. At most 1 MiB. */
+ssize_t floor_store_read(int fd, char *out, size_t size, off_t off, off_t file_size);
+/* Writes `size` bytes at `off` of a file of `file_size` bytes as sealed blocks; `size` or a
+   negative errno. At most 1 MiB. */
+ssize_t floor_store_write(int fd, const char *data, size_t size, off_t off, off_t file_size);
+
+#endif
