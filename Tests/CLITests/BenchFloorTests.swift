@@ -98,6 +98,23 @@ struct BenchFloorTests {
         os.rename(m + "/a", m + "/c")
         with open(m + "/c", "rb") as f: print("renamed", f.read() == want)
         os.unlink(m + "/c"); print("left", os.listdir(b))
+        def size_of(name): return os.stat(os.path.join(b, str(os.stat(m + "/" + name).st_ino))).st_size
+        with open(m + "/h", "wb") as f: f.seek(20000); f.write(b"H")
+        with open(m + "/h", "rb") as f: print("hole", f.read() == bytes(20000) + b"H", size_of("h"))
+        with open(m + "/h", "wb") as f: pass
+        with open(m + "/h", "rb") as f: print("truncated by open", f.read() == b"", size_of("h"))
+        big = bytes(rng.getrandbits(8) for _ in range(1 << 20))
+        fd = os.open(m + "/big", os.O_WRONLY | os.O_CREAT, 0o600)
+        print("one write", os.pwrite(fd, big, 4000))
+        os.pwrite(fd, b"Z" * 10, 50000); os.close(fd)
+        want = bytes(4000) + big[:46000] + b"Z" * 10 + big[46010:]
+        with open(m + "/big", "rb") as f: print("unaligned MiB", f.read() == want, size_of("big"))
+        os.mknod(m + "/n", 0o100600)
+        print("made", size_of("n"))
+        with open(m + "/n", "ab") as f: f.write(b"abc")
+        with open(m + "/n", "rb") as f: print("made and written", f.read() == b"abc", size_of("n"))
+        for name in ("h", "big", "n"): os.unlink(m + "/" + name)
+        print("left", os.listdir(b))
         """#
         let result = try runProcess("/usr/bin/env", ["python3", "-c", script, mountpoint, backing], environment: testEnvironment())
         #expect(result.status == 0, "\(result.err)")
@@ -109,6 +126,13 @@ struct BenchFloorTests {
         grown True 5000 5096
         appended True 5004 5100
         renamed True
+        left []
+        hole True 20145
+        truncated by open True 64
+        one write 1048576
+        unaligned MiB True 1056752
+        made 64
+        made and written True 83
         left []
 
         """, "\(result.out)")

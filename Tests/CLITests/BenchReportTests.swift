@@ -51,17 +51,24 @@ struct BenchReportTests {
     """
 
     /// The same round with fuse-floor-io: randread beyond it too (14,500 IOPS, 1.04x gocryptfs),
-    /// tar x within it (2.6 s, 0.87x securefs).
+    /// tar x at securefs's time (3.0 s), where its flat directory is no bound.
     static let floorIOResults = floorResults
         .replacingOccurrences(of: #""mounts": ["fuse-floor","#, with: #""mounts": ["fuse-floor", "fuse-floor-io","#)
         .replacingOccurrences(of: #""samples": ["#, with: #"""
-            "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor-io", "fio_randread_iops": 14500, "small_extract_s": 2.6},
+            "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor-io", "fio_randread_iops": 14500, "small_extract_s": 3.0},
             """#)
 
     @Test("report.py sets each target's best peer against fuse-floor and fuse-floor-io, and marks a target beyond either")
     func floorSection() throws {
         let directory = try TempDirectory(prefix: "mamfs-bench-report")
-        for (name, results) in [("floor", Self.floorResults), ("none", Self.results), ("io", Self.floorIOResults)] {
+        // fuse-floor-io alone: the same round without fuse-floor.
+        let ioAlone = Self.floorIOResults
+            .replacingOccurrences(of: #""mounts": ["fuse-floor", "fuse-floor-io","#, with: #""mounts": ["fuse-floor-io","#)
+            .replacingOccurrences(of: #"{"round": 1, "placement": "split", "mount": "fuse-floor", "fio_randread_iops": 15000, "small_extract_s": 2.0},"#,
+                                  with: "")
+        #expect(ioAlone.contains(#""mounts": ["fuse-floor-io","#) && !ioAlone.contains(#""mount": "fuse-floor","#))
+        for (name, results) in [("floor", Self.floorResults), ("none", Self.results), ("io", Self.floorIOResults),
+                                ("ioAlone", ioAlone)] {
             let path = directory.file("\(name)/results.json")
             try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
             try Data(results.utf8).write(to: URL(fileURLWithPath: path))
@@ -84,10 +91,19 @@ struct BenchReportTests {
         let ioLines = withDisk.split(separator: "\n").map(String.init)
         #expect(ioLines.contains("| placement | workload | target | best encrypted peer | floor / best | mamfs-enc / best "
                                  + "| mamfs-enc / floor | floor-io / best | mamfs-enc / floor-io |"), "\(withDisk)")
-        #expect(ioLines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 | 0.87 | 1.27 |"),
-                "\(withDisk)")
+        #expect(ioLines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 "
+                                 + "| 1.00 (no bound here: one flat directory) | 1.10 |"), "\(withDisk)")
         #expect(ioLines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.07 **beyond the floor** | 1.04 | 0.97 "
                                  + "| 1.04 **beyond the floor with its disk** | 1.00 |"), "\(withDisk)")
+
+        let alone = try String(contentsOfFile: directory.file("ioAlone/report.md"), encoding: .utf8)
+        let aloneLines = alone.split(separator: "\n").map(String.init)
+        #expect(aloneLines.contains("## The round trips alone (fuse-floor-io)"), "\(alone)")
+        #expect(aloneLines.contains("| placement | workload | target | best encrypted peer | mamfs-enc / best "
+                                    + "| floor-io / best | mamfs-enc / floor-io |"), "\(alone)")
+        #expect(aloneLines.contains("|---|---|---|---|---|---|---|"), "\(alone)")
+        #expect(aloneLines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.04 "
+                                    + "| 1.04 **beyond the floor with its disk** | 1.00 |"), "\(alone)")
     }
 
     @Test("run.py's counters are the VM's total and steal ticks: steal never exceeds the total, and both only grow")

@@ -155,14 +155,15 @@ static void floor_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int
     (void)fi;
     struct node *n = node(ino);
     if (!n) { fuse_reply_err(req, ENOENT); return; }
-    if (set & FUSE_SET_ATTR_MODE) n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
-    if (set & FUSE_SET_ATTR_UID) n->st.st_uid = attr->st_uid;
-    if (set & FUSE_SET_ATTR_GID) n->st.st_gid = attr->st_gid;
+    /* The size first: the only change that can fail, so a failed SETATTR changes nothing. */
     if (set & FUSE_SET_ATTR_SIZE) {
         int rc = floor_store_enabled() && S_ISREG(n->st.st_mode) ? floor_store_truncate(ino, attr->st_size) : 0;
         if (rc) { fuse_reply_err(req, -rc); return; }
         n->st.st_size = attr->st_size;
     }
+    if (set & FUSE_SET_ATTR_MODE) n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
+    if (set & FUSE_SET_ATTR_UID) n->st.st_uid = attr->st_uid;
+    if (set & FUSE_SET_ATTR_GID) n->st.st_gid = attr->st_gid;
     if (set & FUSE_SET_ATTR_ATIME) n->st.st_atim = attr->st_atim;
     if (set & FUSE_SET_ATTR_MTIME) n->st.st_mtim = attr->st_mtim;
     if (set & FUSE_SET_ATTR_ATIME_NOW) now(&n->st.st_atim);
@@ -190,7 +191,8 @@ static void create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     if (!fi) { reply_entry(req, ino); return; }
     struct fuse_entry_param e = entry_of(ino);
     fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
-    fuse_reply_create(req, &e, fi);
+    /* A reply that does not reach the kernel (the open was interrupted) gets no RELEASE. */
+    if (fuse_reply_create(req, &e, fi) != 0 && floor_store_enabled()) close((int)fi->fh);
 }
 
 static void floor_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
@@ -264,7 +266,7 @@ static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     }
     if (fi->flags & O_TRUNC) n->st.st_size = 0;
     fi->direct_io = (fi->flags & O_ACCMODE) == O_RDONLY;
-    fuse_reply_open(req, fi);
+    if (fuse_reply_open(req, fi) != 0 && floor_store_enabled() && S_ISREG(n->st.st_mode)) close((int)fi->fh);
 }
 
 static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {

@@ -11,7 +11,9 @@
  * what a workload costs on this store beyond the floor without one is the disk's part of an
  * encrypting overlay's work, the part no such filesystem avoids.
  *
- * Single-threaded like the floor (one static buffer).
+ * Single-threaded like the floor (one static buffer). Not a store to keep anything in: a WRITE
+ * that fails part-way (a full disk) may leave the blocks it touched half-written, and a truncate
+ * whose tag cannot be written leaves the backing file cut.
  */
 #define _GNU_SOURCE
 #include "fuse_floor_store.h"
