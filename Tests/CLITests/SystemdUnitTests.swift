@@ -81,10 +81,12 @@ struct SystemdUnitTests {
         FileManager.default.createFile(atPath: stderr, contents: nil)
         daemon.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
         try daemon.run()
+        // Up to a minute: under a whole parallel `make test` a start (after removing a dead
+        // mount) took longer than 10 s; a start that works ends the wait at once.
         // statvfs, not stat: a dead mount's root still answers stat from the kernel's cached
         // attributes, while a STATFS reaches the daemon (ENOTCONN on a dead mount).
         var fs = statvfs()
-        Patience.waitUntil(10) { FuseMounts.isMounted(mountpoint) && statvfs(mountpoint, &fs) == 0 }
+        Patience.waitUntil(60) { FuseMounts.isMounted(mountpoint) && statvfs(mountpoint, &fs) == 0 }
         return daemon
     }
 
@@ -157,7 +159,7 @@ struct SystemdUnitTests {
         let stop = Self.commandLine(try #require(service["ExecStop"]), variables: variables, home: home, instance: "work")
         let stopped = try runProcess(stop[0], Array(stop.dropFirst()), environment: environment)
         #expect(stopped.status == 0, "ExecStop: \(stopped.err)")
-        Patience.waitUntil(10) { !daemon.isRunning }
+        Patience.waitUntil(60) { !daemon.isRunning }
         #expect(!daemon.isRunning, "the unit's main process exits after ExecStop")
         if !daemon.isRunning { #expect(daemon.terminationStatus == 0) }
         #expect(!FuseMounts.isMounted(mountpoint))
