@@ -5,7 +5,8 @@ import MAMTestSupport
 /// Tools/bench/fuse_floor.c, the bench's "fuse-floor" mount: it must keep the names, sizes,
 /// modes and errors of what the workloads do (or their requests are not mamfs's), and it keeps
 /// no data (a read answers zeros). With `-o backing=DIR` ("fuse-floor-io") it keeps each file's
-/// bytes in DIR as an encrypting overlay lays them out, and must give them back as written.
+/// bytes in DIR as an encrypting overlay lays them out, in a tree that mirrors the mount's, and
+/// must give them back as written.
 @Suite("Bench floor filesystem")
 struct BenchFloorTests {
     @Test("fuse-floor keeps names, sizes, modes and errno, answers zeros, and unmounts cleanly",
@@ -77,15 +78,14 @@ struct BenchFloorTests {
         // not the page cache) and prints the backing file's size: a 64-byte header, then each
         // 4 KiB block's data and a 16-byte tag.
         let script = #"""
-        import os, random, sys
+        import errno, os, random, sys
         m, b = sys.argv[1], sys.argv[2]
         rng = random.Random(5)
         want = bytes(rng.getrandbits(8) for _ in range(10000))
         with open(m + "/a", "wb") as f: f.write(want)
-        ino = os.stat(m + "/a").st_ino
         def check(step):
             with open(m + "/a", "rb") as f: got = f.read()
-            print(step, got == want, len(got), os.stat(os.path.join(b, str(ino))).st_size)
+            print(step, got == want, len(got), os.stat(b + "/a").st_size)
         check("written")
         with open(m + "/a", "r+b") as f: f.seek(4090); f.write(b"X" * 20)
         want = want[:4090] + b"X" * 20 + want[4110:]
@@ -96,9 +96,9 @@ struct BenchFloorTests {
         with open(m + "/a", "ab") as f: f.write(b"tail")
         want += b"tail"; check("appended")
         os.rename(m + "/a", m + "/c")
-        with open(m + "/c", "rb") as f: print("renamed", f.read() == want)
+        with open(m + "/c", "rb") as f: print("renamed", f.read() == want, os.listdir(b))
         os.unlink(m + "/c"); print("left", os.listdir(b))
-        def size_of(name): return os.stat(os.path.join(b, str(os.stat(m + "/" + name).st_ino))).st_size
+        def size_of(name): return os.stat(b + "/" + name).st_size
         with open(m + "/h", "wb") as f: f.seek(20000); f.write(b"H")
         with open(m + "/h", "rb") as f: print("hole", f.read() == bytes(20000) + b"H", size_of("h"))
         with open(m + "/h", "wb") as f: pass
@@ -115,6 +115,17 @@ struct BenchFloorTests {
         with open(m + "/n", "rb") as f: print("made and written", f.read() == b"abc", size_of("n"))
         for name in ("h", "big", "n"): os.unlink(m + "/" + name)
         print("left", os.listdir(b))
+        os.mkdir(m + "/d", 0o750); os.mkdir(m + "/d/e")
+        with open(m + "/d/e/f", "wb") as f: f.write(want[:5000])
+        print("tree", oct(os.stat(b + "/d").st_mode), size_of("d/e/f"))
+        os.rename(m + "/d/e", m + "/g"); os.rename(m + "/d", m + "/g/d")
+        with open(m + "/g/f", "rb") as f: print("moved", f.read() == want[:5000], sorted(os.listdir(b + "/g")), os.listdir(b + "/g/d"))
+        os.mkdir(m + "/x"); os.rename(m + "/x", m + "/g/d")
+        os.mkdir(m + "/g/d/full")
+        try: os.rmdir(m + "/g/d")
+        except OSError as e: print("not empty", e.errno == errno.ENOTEMPTY, os.listdir(b + "/g/d"))
+        os.rmdir(m + "/g/d/full"); os.unlink(m + "/g/f"); os.rmdir(m + "/g/d"); os.rmdir(m + "/g")
+        print("left", os.listdir(b))
         """#
         let result = try runProcess("/usr/bin/env", ["python3", "-c", script, mountpoint, backing], environment: testEnvironment())
         #expect(result.status == 0, "\(result.err)")
@@ -125,7 +136,7 @@ struct BenchFloorTests {
         cut True 100 180
         grown True 5000 5096
         appended True 5004 5100
-        renamed True
+        renamed True ['c']
         left []
         hole True 20145
         truncated by open True 64
@@ -133,6 +144,10 @@ struct BenchFloorTests {
         unaligned MiB True 1056752
         made 64
         made and written True 83
+        left []
+        tree 0o40750 5096
+        moved True ['d', 'f'] []
+        not empty True ['full']
         left []
 
         """, "\(result.out)")

@@ -14,8 +14,8 @@
  * file gone at once (even while open), set-ID bits never cleared. A directory's entries keep
  * their READDIR offsets while others are removed (a removed entry leaves an empty slot).
  *
- * With -o backing=DIR (fuse_floor_store.c) every regular file also has a backing file in DIR that
- * holds its data as an encrypting overlay lays it out (a header, then each 4 KiB block with a
+ * With -o backing=DIR (fuse_floor_store.c) DIR mirrors the tree: every directory has a backing
+ * directory there and every regular file a backing file that holds its data as an encrypting overlay lays it out (a header, then each 4 KiB block with a
  * 16-byte tag) and READ and WRITE move those bytes: the round trips plus the disk's part of an
  * encrypting overlay's work, with no cipher and no check.
  *
@@ -46,6 +46,7 @@ struct node {
     char *name;
     fuse_ino_t *children; /* slots in the order made; 0: an entry removed since */
     size_t count, capacity, live;
+    int fd; /* a directory's backing directory (O_PATH) with a store; -1 else */
 };
 
 static struct node *nodes;
@@ -102,6 +103,7 @@ static fuse_ino_t make(fuse_req_t req, fuse_ino_t parent, const char *name, mode
     node_count++;
     const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
     n->parent = parent;
+    n->fd = -1;
     n->st.st_ino = ino;
     n->st.st_mode = mode;
     n->st.st_nlink = S_ISDIR(mode) ? 2 : 1;
@@ -157,7 +159,8 @@ static void floor_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int
     if (!n) { fuse_reply_err(req, ENOENT); return; }
     /* The size first: the only change that can fail, so a failed SETATTR changes nothing. */
     if (set & FUSE_SET_ATTR_SIZE) {
-        int rc = floor_store_enabled() && S_ISREG(n->st.st_mode) ? floor_store_truncate(ino, attr->st_size) : 0;
+        int rc = floor_store_enabled() && S_ISREG(n->st.st_mode)
+            ? floor_store_truncate(nodes[n->parent].fd, n->name, attr->st_size) : 0;
         if (rc) { fuse_reply_err(req, -rc); return; }
         n->st.st_size = attr->st_size;
     }
@@ -178,15 +181,17 @@ static void create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     if (child(dir, name)) { fuse_reply_err(req, EEXIST); return; }
     fuse_ino_t ino = make(req, parent, name, mode);
     if (!ino) { fuse_reply_err(req, errno); return; }
-    if (S_ISREG(mode) && floor_store_enabled()) {
-        int fd = floor_store_create(ino, fi != NULL);
+    if (floor_store_enabled()) {
+        int fd = S_ISDIR(mode) ? floor_store_mkdir(dir->fd, name, mode) : floor_store_create(dir->fd, name, fi != NULL);
         if (fd < 0) {
             unlink_child(dir, ino);
+            if (S_ISDIR(mode)) dir->st.st_nlink--;
             nodes[ino].st.st_nlink = 0;
             fuse_reply_err(req, -fd);
             return;
         }
-        if (fi) fi->fh = (uint64_t)fd;
+        if (S_ISDIR(mode)) nodes[ino].fd = fd;
+        else if (fi) fi->fh = (uint64_t)fd;
     }
     if (!fi) { reply_entry(req, ino); return; }
     struct fuse_entry_param e = entry_of(ino);
@@ -216,10 +221,13 @@ static void remove_node(fuse_req_t req, fuse_ino_t parent, const char *name, int
     struct node *n = &nodes[ino];
     if (directory != !!S_ISDIR(n->st.st_mode)) { fuse_reply_err(req, directory ? ENOTDIR : EISDIR); return; }
     if (directory && n->live) { fuse_reply_err(req, ENOTEMPTY); return; }
+    int rc = floor_store_enabled() ? floor_store_remove(dir->fd, name, directory) : 0;
+    if (rc) { fuse_reply_err(req, -rc); return; }
+    if (n->fd >= 0) close(n->fd);
+    n->fd = -1;
     unlink_child(dir, ino);
     if (directory) dir->st.st_nlink--;
     n->st.st_nlink = 0;
-    if (!directory && floor_store_enabled()) floor_store_remove(ino);
     free(n->children);
     n->children = NULL;
     fuse_reply_err(req, 0);
@@ -241,12 +249,21 @@ static void floor_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fu
      * comes after the old one, so the old one is the first that unlink_child finds. */
     char *copy = strdup(newname);
     if (!copy || link_child(newparent, ino) != 0) { free(copy); fuse_reply_err(req, ENOMEM); return; }
+    int rc = floor_store_enabled() ? floor_store_rename(from->fd, name, to->fd, newname) : 0;
+    if (rc) {
+        to->count--; /* the slot just added, the last */
+        to->live--;
+        free(copy);
+        fuse_reply_err(req, -rc);
+        return;
+    }
     if (there) {
         struct node *old = &nodes[there];
         unlink_child(to, there);
         if (S_ISDIR(old->st.st_mode)) to->st.st_nlink--;
         old->st.st_nlink = 0;
-        if (S_ISREG(old->st.st_mode) && floor_store_enabled()) floor_store_remove(there);
+        if (old->fd >= 0) close(old->fd);
+        old->fd = -1;
     }
     unlink_child(from, ino);
     if (S_ISDIR(nodes[ino].st.st_mode)) { from->st.st_nlink--; to->st.st_nlink++; }
@@ -260,7 +277,7 @@ static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct node *n = node(ino);
     if (!n) { fuse_reply_err(req, ENOENT); return; }
     if (floor_store_enabled() && S_ISREG(n->st.st_mode)) {
-        int fd = floor_store_reopen(ino, (fi->flags & O_TRUNC) != 0);
+        int fd = floor_store_reopen(nodes[n->parent].fd, n->name, (fi->flags & O_TRUNC) != 0);
         if (fd < 0) { fuse_reply_err(req, -fd); return; }
         fi->fh = (uint64_t)fd;
     }
@@ -423,7 +440,8 @@ int main(int argc, char *argv[]) {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct floor_options options = {NULL};
     if (fuse_opt_parse(&args, &options, floor_option_spec, NULL) != 0) return 1;
-    if (options.backing && floor_store_open(options.backing) != 0) {
+    int store = options.backing ? floor_store_open(options.backing) : -1;
+    if (options.backing && store < 0) {
         fprintf(stderr, "fuse_floor: backing=%s: %s\n", options.backing, strerror(errno));
         return 1;
     }
@@ -440,6 +458,7 @@ int main(int argc, char *argv[]) {
     node_count = 2; /* inode 0 is not a node; 1 is the root */
     struct node *root = &nodes[FUSE_ROOT_ID];
     root->name = strdup("");
+    root->fd = store;
     root->st.st_ino = FUSE_ROOT_ID;
     root->st.st_mode = S_IFDIR | 0755;
     root->st.st_nlink = 2;

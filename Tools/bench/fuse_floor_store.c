@@ -1,9 +1,10 @@
 /* fuse_floor_store: the bytes an encrypting overlay must move to and from its backing disk, and
  * nothing else (fuse_floor -o backing=DIR).
  *
- * Each regular file of the floor is one backing file in DIR, named by its inode number (a flat
- * directory: a rename or a directory changes nothing on the disk). It has the shape of a file
- * sealed in blocks: a header of FLOOR_HEADER bytes written at its creation, then for every
+ * DIR mirrors the floor's tree: each directory of the floor is a backing directory, each regular
+ * file a backing file of the same name in it, made, renamed and removed there as the floor's
+ * entries are (descriptor-relative, by the directory's O_PATH descriptor, as an overlay reaches
+ * its backing tree). A backing file has the shape of a file sealed in blocks: a header of FLOOR_HEADER bytes written at its creation, then for every
  * FLOOR_BLOCK bytes of data the block and a FLOOR_TAG-byte tag (zeros: no cipher runs). A WRITE
  * writes every block it touches, whole up to the file's end, each with its tag, and first reads a
  * block it changes only in part, as a block cipher with a tag per block needs; a READ reads the
@@ -32,13 +33,11 @@ static int directory = -1;
 static unsigned char stored[((1 << 20) / FLOOR_BLOCK + 2) * STORED_BLOCK];
 
 int floor_store_open(const char *path) {
-    directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    return directory >= 0 ? 0 : -1;
+    directory = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return directory;
 }
 
 int floor_store_enabled(void) { return directory >= 0; }
-
-static void name_of(uint64_t ino, char name[32]) { snprintf(name, 32, "%llu", (unsigned long long)ino); }
 
 /* Where plaintext block `block` starts in the backing file. */
 static off_t stored_offset(off_t block) { return FLOOR_HEADER + block * STORED_BLOCK; }
@@ -49,16 +48,14 @@ static off_t stored_size(off_t size) {
     return stored_offset(size / FLOOR_BLOCK) + (rest ? rest + FLOOR_TAG : 0);
 }
 
-int floor_store_create(uint64_t ino, int keep_open) {
-    char name[32];
-    name_of(ino, name);
-    int fd = openat(directory, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+int floor_store_create(int dir, const char *name, int keep_open) {
+    int fd = openat(dir, name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     static const unsigned char header[FLOOR_HEADER];
     if (pwrite(fd, header, sizeof header, 0) != (ssize_t)sizeof header) {
         int error = errno ? errno : EIO;
         close(fd);
-        unlinkat(directory, name, 0);
+        unlinkat(dir, name, 0);
         return -error;
     }
     if (keep_open) return fd;
@@ -66,10 +63,19 @@ int floor_store_create(uint64_t ino, int keep_open) {
     return 0;
 }
 
-int floor_store_reopen(uint64_t ino, int truncate) {
-    char name[32];
-    name_of(ino, name);
-    int fd = openat(directory, name, O_RDWR | O_CLOEXEC);
+int floor_store_mkdir(int dir, const char *name, mode_t mode) {
+    if (mkdirat(dir, name, mode & 07777) != 0) return -errno;
+    int fd = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int error = errno;
+        unlinkat(dir, name, AT_REMOVEDIR);
+        return -error;
+    }
+    return fd;
+}
+
+int floor_store_reopen(int dir, const char *name, int truncate) {
+    int fd = openat(dir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -errno;
     if (truncate && ftruncate(fd, FLOOR_HEADER) != 0) {
         int error = errno;
@@ -79,8 +85,8 @@ int floor_store_reopen(uint64_t ino, int truncate) {
     return fd;
 }
 
-int floor_store_truncate(uint64_t ino, off_t size) {
-    int fd = floor_store_reopen(ino, 0);
+int floor_store_truncate(int dir, const char *name, off_t size) {
+    int fd = floor_store_reopen(dir, name, 0);
     if (fd < 0) return fd;
     int rc = ftruncate(fd, stored_size(size)) == 0 ? 0 : -errno;
     /* A block cut in part gets its tag after its new end, over the bytes that were data there. */
@@ -92,10 +98,12 @@ int floor_store_truncate(uint64_t ino, off_t size) {
     return rc;
 }
 
-void floor_store_remove(uint64_t ino) {
-    char name[32];
-    name_of(ino, name);
-    unlinkat(directory, name, 0);
+int floor_store_remove(int dir, const char *name, int is_directory) {
+    return unlinkat(dir, name, is_directory ? AT_REMOVEDIR : 0) == 0 ? 0 : -errno;
+}
+
+int floor_store_rename(int from, const char *name, int to, const char *newname) {
+    return renameat(from, name, to, newname) == 0 ? 0 : -errno;
 }
 
 ssize_t floor_store_read(int fd, char *out, size_t size, off_t off, off_t file_size) {
