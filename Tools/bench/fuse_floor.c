@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -181,8 +182,9 @@ static void create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     if (child(dir, name)) { fuse_reply_err(req, EEXIST); return; }
     fuse_ino_t ino = make(req, parent, name, mode);
     if (!ino) { fuse_reply_err(req, errno); return; }
+    dir = &nodes[parent]; /* make() may have moved the nodes */
     if (floor_store_enabled()) {
-        int fd = S_ISDIR(mode) ? floor_store_mkdir(dir->fd, name, mode) : floor_store_create(dir->fd, name, fi != NULL);
+        int fd = S_ISDIR(mode) ? floor_store_mkdir(dir->fd, name) : floor_store_create(dir->fd, name, fi != NULL);
         if (fd < 0) {
             unlink_child(dir, ino);
             if (S_ISDIR(mode)) dir->st.st_nlink--;
@@ -264,6 +266,8 @@ static void floor_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fu
         old->st.st_nlink = 0;
         if (old->fd >= 0) close(old->fd);
         old->fd = -1;
+        free(old->children);
+        old->children = NULL;
     }
     unlink_child(from, ino);
     if (S_ISDIR(nodes[ino].st.st_mode)) { from->st.st_nlink--; to->st.st_nlink++; }
@@ -440,6 +444,12 @@ int main(int argc, char *argv[]) {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct floor_options options = {NULL};
     if (fuse_opt_parse(&args, &options, floor_option_spec, NULL) != 0) return 1;
+    /* Each directory of a store holds a descriptor. */
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
     int store = options.backing ? floor_store_open(options.backing) : -1;
     if (options.backing && store < 0) {
         fprintf(stderr, "fuse_floor: backing=%s: %s\n", options.backing, strerror(errno));

@@ -1,20 +1,23 @@
 /* fuse_floor_store: the bytes an encrypting overlay must move to and from its backing disk, and
  * nothing else (fuse_floor -o backing=DIR).
  *
- * DIR mirrors the floor's tree: each directory of the floor is a backing directory, each regular
- * file a backing file of the same name in it, made, renamed and removed there as the floor's
- * entries are (descriptor-relative, by the directory's O_PATH descriptor, as an overlay reaches
- * its backing tree). A backing file has the shape of a file sealed in blocks: a header of FLOOR_HEADER bytes written at its creation, then for every
+ * DIR mirrors the floor's tree: each directory of the floor is a backing directory (0700), each
+ * regular file a backing file (0600) of the same name in it, made, renamed and removed there as
+ * the floor's entries are (descriptor-relative, by the directory's O_PATH descriptor, as an
+ * overlay reaches its backing tree). DIR must start empty. A backing file has the shape of a file
+ * sealed in blocks: a header of FLOOR_HEADER bytes written at its creation, then for every
  * FLOOR_BLOCK bytes of data the block and a FLOOR_TAG-byte tag (zeros: no cipher runs). A WRITE
  * writes every block it touches, whole up to the file's end, each with its tag, and first reads a
  * block it changes only in part, as a block cipher with a tag per block needs; a READ reads the
- * blocks it covers and answers their data. No check, no cipher, no attributes kept on the disk:
- * what a workload costs on this store beyond the floor without one is the disk's part of an
- * encrypting overlay's work, the part no such filesystem avoids.
+ * blocks it covers and answers their data. No check, no cipher, no modes, owners, times or
+ * extended attributes kept on the disk: what a workload costs on this store beyond the floor
+ * without one is the disk's part of an encrypting overlay's work, the part no such filesystem
+ * avoids.
  *
  * Single-threaded like the floor (one static buffer). Not a store to keep anything in: a WRITE
  * that fails part-way (a full disk) may leave the blocks it touched half-written, and a truncate
- * whose tag cannot be written leaves the backing file cut.
+ * whose tag cannot be written leaves the backing file cut. Each directory holds a descriptor
+ * (fuse_floor raises its open-file limit to the hard one).
  */
 #define _GNU_SOURCE
 #include "fuse_floor_store.h"
@@ -63,8 +66,8 @@ int floor_store_create(int dir, const char *name, int keep_open) {
     return 0;
 }
 
-int floor_store_mkdir(int dir, const char *name, mode_t mode) {
-    if (mkdirat(dir, name, mode & 07777) != 0) return -errno;
+int floor_store_mkdir(int dir, const char *name) {
+    if (mkdirat(dir, name, 0700) != 0) return -errno;
     int fd = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int error = errno;

@@ -22,9 +22,9 @@ int floor_store_enabled(void);
 /* Makes (or empties) the backing file `name` in `dir` with its header; its descriptor if
    `keep_open`, else 0; a negative errno on failure (nothing left behind). */
 int floor_store_create(int dir, const char *name, int keep_open);
-/* Makes the backing directory `name` in `dir`; an O_PATH descriptor of it, or a negative errno
-   (nothing left behind). */
-int floor_store_mkdir(int dir, const char *name, mode_t mode);
+/* Makes the backing directory `name` in `dir` (mode 0700, as backing files are 0600: the floor
+   checks no permission); an O_PATH descriptor of it, or a negative errno (nothing left behind). */
+int floor_store_mkdir(int dir, const char *name);
 /* Opens the backing file `name` in `dir` for reading and writing, emptied to its header if
    `truncate`; its descriptor or a negative errno. */
 int floor_store_reopen(int dir, const char *name, int truncate);

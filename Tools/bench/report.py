@@ -235,19 +235,13 @@ FLOOR = "fuse-floor"
 FLOOR_IO = "fuse-floor-io"
 
 
-# Where fuse-floor-io is no bound: its backing files sit in one flat directory, which makes
-# creating and removing thousands of them dearer than in a tree like mamfs's.
-FLOOR_IO_NO_BOUND = {"small_extract_s", "small_rm_s"}
-
-
 def floor_section(results, data):
     """The best a filesystem answering mamfs's requests could do (fuse-floor: no work behind
     them), against each target's best encrypted peer: where fuse-floor / best peer misses a
     target, no FUSE filesystem sending those requests can meet it. With fuse-floor-io in the run
     (the same requests plus the backing disk's reads and writes of an encrypting overlay, no
     cipher, no check), its columns too: where it misses a target, no encrypting overlay sending
-    those requests meets it (but for FLOOR_IO_NO_BOUND, where the row says so). Either mount
-    alone gives its own columns."""
+    those requests meets it. Either mount alone gives its own columns."""
     with_floor, with_io = FLOOR in results["mounts"], FLOOR_IO in results["mounts"]
     if not with_floor and not with_io:
         return []
@@ -263,11 +257,12 @@ def floor_section(results, data):
     if with_io:
         intro.append("fuse-floor-io sends mamfs's requests (as fuse-floor does) and also keeps each file in a backing file laid out as an "
                      "encrypting overlay lays it out (a header, then 4 KiB blocks with a 16-byte tag each), reading and "
-                     "writing those bytes with no cipher and no check: the disk's part of the work, which no encrypting "
+                     "writing those bytes with no cipher and no check, in a backing tree that mirrors the mount's (a "
+                     "directory per directory, each file made, renamed and removed in its own): the disk's part of the "
+                     "work, which no encrypting "
                      "overlay avoids. Where `floor-io / best` misses the target (**beyond the floor with its disk**), no "
                      f"encrypting overlay sending these requests meets it; `{SUBJECT} / floor-io` is what the cipher, the "
-                     "checks and everything else add. Its backing files sit in one flat directory, so for tar x and "
-                     "rm -rf it is no bound (marked so where it misses)")
+                     "checks and everything else add")
     header = "| placement | workload | target | best encrypted peer |"
     header += f" floor / best | {SUBJECT} / best | {SUBJECT} / floor |" if with_floor else f" {SUBJECT} / best |"
     header += f" floor-io / best | {SUBJECT} / floor-io |" if with_io else ""
@@ -295,8 +290,7 @@ def floor_section(results, data):
             if with_io:
                 if disk:
                     r = disk / best[1]
-                    mark = ("" if meets(r) else " (no bound here: one flat directory)" if metric in FLOOR_IO_NO_BOUND
-                            else " **beyond the floor with its disk**")
+                    mark = "" if meets(r) else " **beyond the floor with its disk**"
                     row += f" {r:.2f}{mark} | {'-' if mine is None else f'{mine / disk:.2f}'} |"
                 else:
                     row += " - | - |"

@@ -15,7 +15,8 @@ Mounts, all backed by directories under one work directory on the same disk:
                trips alone: what no FUSE filesystem sending those requests can beat)
   fuse-floor-io fuse-floor -o backing=DIR: the same, and each file's bytes read from and written to
                a backing file as an encrypting overlay lays them out (4 KiB blocks, a 16-byte tag
-               each), with no cipher and no check (the disk's part no encrypting overlay avoids)
+               each), in a backing tree that mirrors the mount's, with no cipher and no check (the
+               disk's part no encrypting overlay avoids)
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
   mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
