@@ -58,6 +58,23 @@ struct BenchReportTests {
             "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor-io", "fio_randread_iops": 14500, "small_extract_s": 3.0},
             """#)
 
+    /// Round 1 of `same`, the cold sequential read only: raw from the host's cache at 1,650 MB/s,
+    /// fuse-floor-io at 569 (0.34x: the raw target beyond it), mamfs-enc at 455.
+    static let sameReadResults = """
+    {"started": "2026-12-07T08:00:00", "quick": false,
+     "config": {"rounds": 1, "seq_mib": 512, "files": 5000, "dirs": 100, "fio_mib": 256, "fio_seconds": 20,
+                "smallw_count": 131072, "cli_mib": 256, "cli_reps": 5},
+     "machine": {"cpu": "test CPU", "vcpus": 2, "mem_mib": 1024, "kernel": "6.18", "disk": "/dev/vda ext4", "versions": {}},
+     "mamfs": "mamfs", "baseline": null, "mounts": ["raw", "fuse-floor", "fuse-floor-io", "gocryptfs", "mamfs-enc"], "placements": ["same"],
+     "samples": [{"round": 1, "placement": "same", "mount": "raw", "seq_read_MBps": 1650},
+                 {"round": 1, "placement": "same", "mount": "fuse-floor", "seq_read_MBps": 5947},
+                 {"round": 1, "placement": "same", "mount": "fuse-floor-io", "seq_read_MBps": 569},
+                 {"round": 1, "placement": "same", "mount": "gocryptfs", "seq_read_MBps": 360},
+                 {"round": 1, "placement": "same", "mount": "mamfs-enc", "seq_read_MBps": 455}],
+     "daemon": [], "cli": [], "cli_base": [], "skipped": [], "setup": [],
+     "loadavg": [{"round": 1, "start": "0.5 0.5 0.5", "end": "2.0 1.0 0.6"}]}
+    """
+
     @Test("report.py sets each target's best peer against fuse-floor and fuse-floor-io, and marks a target beyond either")
     func floorSection() throws {
         let directory = try TempDirectory(prefix: "mamfs-bench-report")
@@ -68,7 +85,7 @@ struct BenchReportTests {
                                   with: "")
         #expect(ioAlone.contains(#""mounts": ["fuse-floor-io","#) && !ioAlone.contains(#""mount": "fuse-floor","#))
         for (name, results) in [("floor", Self.floorResults), ("none", Self.results), ("io", Self.floorIOResults),
-                                ("ioAlone", ioAlone)] {
+                                ("ioAlone", ioAlone), ("sameRead", Self.sameReadResults)] {
             let path = directory.file("\(name)/results.json")
             try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
             try Data(results.utf8).write(to: URL(fileURLWithPath: path))
@@ -104,6 +121,16 @@ struct BenchReportTests {
         #expect(aloneLines.contains("|---|---|---|---|---|---|---|"), "\(alone)")
         #expect(aloneLines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.04 "
                                     + "| 1.04 **beyond the floor with its disk** | 1.00 |"), "\(alone)")
+
+        // In `same`, the read against raw gets its own row, raw in the peer's column; not in `split`.
+        let sameRead = try String(contentsOfFile: directory.file("sameRead/report.md"), encoding: .utf8)
+        let sameReadLines = sameRead.split(separator: "\n").map(String.init)
+        #expect(sameReadLines.contains("| same | 1 sequential read (cold cache) | >= 1.25x | gocryptfs | 16.52 | 1.26 | 0.08 "
+                                       + "| 1.58 | 0.80 |"), "\(sameRead)")
+        #expect(sameReadLines.contains("| same | 1 sequential read (cold cache) | >= 0.85x | raw | 3.60 | 0.28 | 0.08 "
+                                       + "| 0.34 **beyond the floor with its disk** | 0.80 |"), "\(sameRead)")
+        #expect(sameRead.contains("has a row of its own, with raw in the best peer's column"), "\(sameRead)")
+        #expect(!withDisk.contains("| raw |") && !withDisk.contains("row of its own"), "\(withDisk)")
     }
 
     @Test("run.py's counters are the VM's total and steal ticks: steal never exceeds the total, and both only grow")
