@@ -15,9 +15,10 @@
  * their READDIR offsets while others are removed (a removed entry leaves an empty slot).
  *
  * With -o backing=DIR (fuse_floor_store.c) DIR mirrors the tree: every directory has a backing
- * directory there and every regular file a backing file that holds its data as an encrypting overlay lays it out (a header, then each 4 KiB block with a
- * 16-byte tag) and READ and WRITE move those bytes: the round trips plus the disk's part of an
- * encrypting overlay's work, with no cipher and no check.
+ * directory there and every regular file a backing file that holds its data as an encrypting
+ * overlay lays it out (a header, then each 4 KiB block with a 16-byte tag), and READ and WRITE
+ * move those bytes: the round trips plus the disk's part of an encrypting overlay's work, with
+ * no cipher and no check.
  *
  * Build: build_fuse_floor of Tools/bench/bench_setup.py (cc with Sources/CFuseTransport and fuse3)
  * Run:   fuse_floor MOUNTPOINT -f [-o backing=DIR]
