@@ -93,19 +93,22 @@ struct BenchReportTests {
                                         environment: testEnvironment())
             #expect(result.status == 0, "\(result.err)")
         }
-        let report = try String(contentsOfFile: directory.file("floor/report.md"), encoding: .utf8)
-        let lines = report.split(separator: "\n").map(String.init)
+        /// The report written for the case `name`, whole and by line.
+        func written(_ name: String) throws -> (String, [String]) {
+            let text = try String(contentsOfFile: directory.file("\(name)/report.md"), encoding: .utf8)
+            return (text, text.split(separator: "\n").map(String.init))
+        }
+        let (report, lines) = try written("floor")
         #expect(lines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 |"), "\(report)")
         #expect(lines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.07 **beyond the floor** | 1.04 | 0.97 |"),
                 "\(report)")
         let section = lines.drop { $0 != "## The round trips alone (fuse-floor)" }.dropFirst().prefix { !$0.hasPrefix("## ") }
         #expect(section.filter { $0.hasPrefix("| split | ") }.count == 2, "only the metrics the floor and a peer both have")
-        let without = try String(contentsOfFile: directory.file("none/report.md"), encoding: .utf8)
+        let (without, _) = try written("none")
         #expect(!without.contains("fuse-floor"))
         #expect(!report.contains("floor-io"))
 
-        let withDisk = try String(contentsOfFile: directory.file("io/report.md"), encoding: .utf8)
-        let ioLines = withDisk.split(separator: "\n").map(String.init)
+        let (withDisk, ioLines) = try written("io")
         #expect(ioLines.contains("| placement | workload | target | best encrypted peer | floor / best | mamfs-enc / best "
                                  + "| mamfs-enc / floor | floor-io / best | mamfs-enc / floor-io |"), "\(withDisk)")
         #expect(ioLines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 "
@@ -113,8 +116,7 @@ struct BenchReportTests {
         #expect(ioLines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.07 **beyond the floor** | 1.04 | 0.97 "
                                  + "| 1.04 **beyond the floor with its disk** | 1.00 |"), "\(withDisk)")
 
-        let alone = try String(contentsOfFile: directory.file("ioAlone/report.md"), encoding: .utf8)
-        let aloneLines = alone.split(separator: "\n").map(String.init)
+        let (alone, aloneLines) = try written("ioAlone")
         #expect(aloneLines.contains("## The round trips alone (fuse-floor-io)"), "\(alone)")
         #expect(aloneLines.contains("| placement | workload | target | best encrypted peer | mamfs-enc / best "
                                     + "| floor-io / best | mamfs-enc / floor-io |"), "\(alone)")
@@ -123,8 +125,7 @@ struct BenchReportTests {
                                     + "| 1.04 **beyond the floor with its disk** | 1.00 |"), "\(alone)")
 
         // In `same`, the read against raw gets its own row, raw in the peer's column; not in `split`.
-        let sameRead = try String(contentsOfFile: directory.file("sameRead/report.md"), encoding: .utf8)
-        let sameReadLines = sameRead.split(separator: "\n").map(String.init)
+        let (sameRead, sameReadLines) = try written("sameRead")
         #expect(sameReadLines.contains("| same | 1 sequential read (cold cache) | >= 1.25x | gocryptfs | 16.52 | 1.26 | 0.08 "
                                        + "| 1.58 | 0.80 |"), "\(sameRead)")
         #expect(sameReadLines.contains("| same | 1 sequential read (cold cache) | >= 0.85x | raw | 3.60 | 0.28 | 0.08 "

@@ -262,13 +262,12 @@ def floor_section(results, data):
                      "encrypting overlay lays it out (a header, then 4 KiB blocks with a 16-byte tag each), reading and "
                      "writing those bytes with no cipher and no check, in a backing tree that mirrors the mount's (a "
                      "directory per directory, each file made, renamed and removed in its own): the disk's part of the "
-                     "work, which no encrypting "
-                     "overlay avoids. Where `floor-io / best` misses the target (**beyond the floor with its disk**), no "
+                     "work, which no encrypting overlay avoids. Where `floor-io / best` misses the target (**beyond the floor with its disk**), no "
                      f"encrypting overlay sending these requests meets it; `{SUBJECT} / floor-io` is what the cipher, the "
                      "checks and everything else add")
     if "same" in results["placements"] and data.get(("same", "raw", "seq_read_MBps")):
-        intro.append("The `same` sequential read's target against raw (>= 0.85x raw) has a row of its own, with raw "
-                     "in the best peer's column")
+        intro.append(f"The `same` sequential read's target against raw (>= {RAW_READ_TARGET}x raw) has a row of its own, "
+                     "with raw in the best peer's column")
     header = "| placement | workload | target | best encrypted peer |"
     header += f" floor / best | {SUBJECT} / best | {SUBJECT} / floor |" if with_floor else f" {SUBJECT} / best |"
     header += f" floor-io / best | {SUBJECT} / floor-io |" if with_io else ""
