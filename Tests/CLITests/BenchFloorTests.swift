@@ -6,7 +6,8 @@ import MAMTestSupport
 /// modes and errors of what the workloads do (or their requests are not mamfs's), and it keeps
 /// no data (a read answers zeros). With `-o backing=DIR` ("fuse-floor-io") it keeps each file's
 /// bytes in DIR as an encrypting overlay lays them out, in a tree that mirrors the mount's, and
-/// must give them back as written.
+/// must give them back as written; with `-o backing=DIR,cipher` ("fuse-floor-crypt") each block
+/// is sealed with AES-256-GCM, and a block changed on the disk fails with EIO.
 @Suite("Bench floor filesystem")
 struct BenchFloorTests {
     @Test("fuse-floor keeps names, sizes, modes and errno, answers zeros, and unmounts cleanly",
@@ -158,6 +159,92 @@ struct BenchFloorTests {
         not empty True ['full']
         left []
         many 30 True b'29.3' b'7.3'
+
+        """, "\(result.out)")
+
+        #expect(FuseMounts.unmount(mountpoint))
+        #expect(daemon.waitForExit() == 0, "\(daemon.err)")
+    }
+
+    @Test("fuse-floor -o backing=DIR,cipher seals each block with AES-256-GCM, gives the bytes back and refuses a changed block",
+          .enabled(if: fuseUsable), .timeLimit(.minutes(2)))
+    func cipherSealsBlocks() throws {
+        let directory = try TempDirectory(prefix: "mamfs-bench-floor-crypt")
+        let mountpoint = directory.file("mnt"), backing = directory.file("backing")
+        for path in [mountpoint, backing] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        let binary = try Self.build(into: directory)
+
+        let refused = try runProcess(binary, [mountpoint, "-f", "-o", "cipher"], environment: testEnvironment())
+        #expect(refused.status == 1)
+        #expect(refused.err == "fuse_floor: cipher: needs -o backing=DIR\n", "\(refused.err)")
+        #expect(!FuseMounts.isMounted(mountpoint))
+
+        let daemon = try BackgroundProcess(binary, [mountpoint, "-f", "-o", "backing=" + backing + ",cipher"], environment: testEnvironment())
+        defer { FuseMounts.tearDown(mountpoint); daemon.stop() }
+        try #require(daemon.wait(until: { _ in FuseMounts.isMounted(mountpoint) }), "\(daemon.err)")
+
+        // Reads go through new read-only handles (direct I/O: the store answers). Each step
+        // prints whether the mount gives the bytes back, the backing size (as without the
+        // cipher) and whether any 16 bytes of the data are in the backing file in the clear.
+        let script = #"""
+        import errno, os, random, sys
+        m, b = sys.argv[1], sys.argv[2]
+        rng = random.Random(7)
+        want = bytes(rng.getrandbits(8) for _ in range(10000))
+        with open(m + "/a", "wb") as f: f.write(want)
+        def check(step):
+            with open(m + "/a", "rb") as f: got = f.read()
+            stored = open(b + "/a", "rb").read()
+            clear = any(want[i:i + 16] in stored for i in range(0, len(want) - 16, 16) if any(want[i:i + 16]))
+            print(step, got == want, len(got), len(stored), "clear" if clear else "sealed")
+        check("written")
+        with open(m + "/a", "r+b") as f: f.seek(4090); f.write(b"X" * 20)
+        want = want[:4090] + b"X" * 20 + want[4110:]
+        check("across a block's end")
+        os.truncate(m + "/a", 6000); want = want[:6000]; check("cut in a block")
+        os.truncate(m + "/a", 9000); want = want + bytes(3000); check("grown in the block")
+        os.truncate(m + "/a", 20000); want = want + bytes(11000); check("grown past it")
+        with open(m + "/a", "ab") as f: f.write(b"tail")
+        want += b"tail"; check("appended")
+        with open(m + "/a", "r+b") as f: f.seek(24576); f.write(b"Z")
+        want += bytes(24576 - len(want)) + b"Z"; check("written past the last block")
+        with open(m + "/h", "wb") as f: f.seek(20000); f.write(b"H")
+        with open(m + "/h", "rb") as f: print("hole", f.read() == bytes(20000) + b"H")
+        def flip(at):
+            fd = os.open(b + "/a", os.O_RDWR)
+            os.pwrite(fd, bytes([os.pread(fd, 1, at)[0] ^ 1]), at)
+            os.close(fd)
+        def read(offset, size):
+            fd = os.open(m + "/a", os.O_RDONLY)
+            try: return os.pread(fd, size, offset) == want[offset:offset + size]
+            except OSError as e: return errno.errorcode[e.errno]
+            finally: os.close(fd)
+        flip(64 + 4112 + 7)  # the data of block 1
+        print("changed data", read(0, 4096), read(4096, 10), read(8192, 4096))
+        flip(64 + 4112 + 7)
+        print("restored", read(0, len(want)))
+        flip(64 + 4112 + 4096 + 3)  # the tag of block 1
+        print("changed tag", read(4096, 4096))
+        fd = os.open(m + "/a", os.O_RDWR)
+        try: print("written into it", os.pwrite(fd, b"w", 5000))
+        except OSError as e: print("write into it", errno.errorcode[e.errno])
+        finally: os.close(fd)
+        """#
+        let result = try runProcess("/usr/bin/env", ["python3", "-c", script, mountpoint, backing], environment: testEnvironment())
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out == """
+        written True 10000 10112 sealed
+        across a block's end True 10000 10112 sealed
+        cut in a block True 6000 6096 sealed
+        grown in the block True 9000 9112 sealed
+        grown past it True 20000 20144 sealed
+        appended True 20004 20148 sealed
+        written past the last block True 24577 24753 sealed
+        hole True
+        changed data True EIO True
+        restored True
+        changed tag EIO
+        write into it EIO
 
         """, "\(result.out)")
 

@@ -58,6 +58,14 @@ struct BenchReportTests {
             "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor-io", "fio_randread_iops": 14500, "small_extract_s": 3.0},
             """#)
 
+    /// The same round with fuse-floor-crypt as well: randread beyond it (14,800 IOPS, 1.06x
+    /// gocryptfs), tar x within it (2.6 s, 0.87x securefs).
+    static let floorCryptResults = floorIOResults
+        .replacingOccurrences(of: #""mounts": ["fuse-floor", "fuse-floor-io","#, with: #""mounts": ["fuse-floor", "fuse-floor-io", "fuse-floor-crypt","#)
+        .replacingOccurrences(of: #""samples": ["#, with: #"""
+            "samples": [{"round": 1, "placement": "split", "mount": "fuse-floor-crypt", "fio_randread_iops": 14800, "small_extract_s": 2.6},
+            """#)
+
     /// Round 1 of `same`, the cold sequential read only: raw from the host's cache at 1,650 MB/s,
     /// fuse-floor-io at 569 (0.34x: the raw target beyond it), mamfs-enc at 455.
     static let sameReadResults = """
@@ -75,7 +83,7 @@ struct BenchReportTests {
      "loadavg": [{"round": 1, "start": "0.5 0.5 0.5", "end": "2.0 1.0 0.6"}]}
     """
 
-    @Test("report.py sets each target's best peer against fuse-floor and fuse-floor-io, and marks a target beyond either")
+    @Test("report.py sets each target's best peer against fuse-floor, fuse-floor-io and fuse-floor-crypt, and marks a target beyond each")
     func floorSection() throws {
         let directory = try TempDirectory(prefix: "mamfs-bench-report")
         // fuse-floor-io alone: the same round without fuse-floor.
@@ -85,7 +93,7 @@ struct BenchReportTests {
                                   with: "")
         #expect(ioAlone.contains(#""mounts": ["fuse-floor-io","#) && !ioAlone.contains(#""mount": "fuse-floor","#))
         for (name, results) in [("floor", Self.floorResults), ("none", Self.results), ("io", Self.floorIOResults),
-                                ("ioAlone", ioAlone), ("sameRead", Self.sameReadResults)] {
+                                ("ioAlone", ioAlone), ("sameRead", Self.sameReadResults), ("crypt", Self.floorCryptResults)] {
             let path = directory.file("\(name)/results.json")
             try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
             try Data(results.utf8).write(to: URL(fileURLWithPath: path))
@@ -132,6 +140,19 @@ struct BenchReportTests {
                                        + "| 0.34 **beyond the floor with its disk** | 0.80 |"), "\(sameRead)")
         #expect(sameRead.contains("has a row of its own, with raw in the best peer's column"), "\(sameRead)")
         #expect(!withDisk.contains("| raw |") && !withDisk.contains("row of its own"), "\(withDisk)")
+        #expect(!withDisk.contains("floor-crypt"), "\(withDisk)")
+
+        // fuse-floor-crypt's columns after fuse-floor-io's, marked where it misses the target.
+        let (withCipher, cryptLines) = try written("crypt")
+        #expect(cryptLines.contains("| placement | workload | target | best encrypted peer | floor / best | mamfs-enc / best "
+                                    + "| mamfs-enc / floor | floor-io / best | mamfs-enc / floor-io | floor-crypt / best "
+                                    + "| mamfs-enc / floor-crypt |"), "\(withCipher)")
+        #expect(cryptLines.contains("| split | 2 small files: tar x | <= 0.9x | securefs | 0.67 | 1.10 | 1.65 "
+                                    + "| 1.00 **beyond the floor with its disk** | 1.10 | 0.87 | 1.27 |"), "\(withCipher)")
+        #expect(cryptLines.contains("| split | 3 fio 4 KiB randread | >= 1.1x | gocryptfs | 1.07 **beyond the floor** | 1.04 | 0.97 "
+                                    + "| 1.04 **beyond the floor with its disk** | 1.00 "
+                                    + "| 1.06 **beyond the floor with its disk and cipher** | 0.98 |"), "\(withCipher)")
+        #expect(withCipher.contains("fuse-floor-crypt is fuse-floor-io that also seals each block with AES-256-GCM"), "\(withCipher)")
     }
 
     @Test("run.py's counters are the VM's total and steal ticks: steal never exceeds the total, and both only grow")

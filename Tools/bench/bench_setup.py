@@ -17,15 +17,17 @@ def run(cmd, **kw):
 
 def build_fuse_floor(root):
     """Tools/bench/fuse_floor.c and its store (fuse_floor_store.c) with mamfs's /dev/fuse
-    transport (Sources/CFuseTransport), compiled into `root` (once per run); its path."""
+    transport (Sources/CFuseTransport) and AES-GCM route (Sources/CCipher), compiled into `root`
+    (once per run); its path."""
     binary = os.path.join(root, "fuse_floor")
     if not os.path.exists(binary):
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True,
                                text=True).stdout.split()
         transport = os.path.join(REPO, "Sources", "CFuseTransport")
-        run(["cc", "-O2", "-Wall", "-o", binary, "-I", os.path.join(transport, "include"), os.path.join(HERE, "fuse_floor.c"),
-             os.path.join(HERE, "fuse_floor_store.c"), os.path.join(transport, "transport.c"),
-             os.path.join(transport, "busy_poll.c"), "-pthread"] + flags)
+        cipher = os.path.join(REPO, "Sources", "CCipher")
+        run(["cc", "-O2", "-Wall", "-o", binary, "-I", os.path.join(transport, "include"), "-I", os.path.join(cipher, "include"),
+             os.path.join(HERE, "fuse_floor.c"), os.path.join(HERE, "fuse_floor_store.c"), os.path.join(transport, "transport.c"),
+             os.path.join(transport, "busy_poll.c"), os.path.join(cipher, "CCipher.c"), "-pthread"] + flags + ["-lcrypto"])
     return binary
 
 

@@ -18,11 +18,14 @@
  * directory there and every regular file a backing file that holds its data as an encrypting
  * overlay lays it out (a header, then each 4 KiB block with a 16-byte tag), and READ and WRITE
  * move those bytes: the round trips plus the disk's part of an encrypting overlay's work, with
- * no cipher and no check.
+ * no cipher and no check. With -o cipher as well, each block is sealed with AES-256-GCM when
+ * written and opened when read (OpenSSL): the cipher's part added, still no check.
  *
- * Build: build_fuse_floor of Tools/bench/bench_setup.py (cc with Sources/CFuseTransport and fuse3)
- * Run:   fuse_floor MOUNTPOINT -f [-o backing=DIR]
- *        (Tools/bench/run.py mounts it as "fuse-floor", and with a store as "fuse-floor-io")
+ * Build: build_fuse_floor of Tools/bench/bench_setup.py (cc with Sources/CFuseTransport, Sources/CCipher,
+ *        fuse3 and libcrypto)
+ * Run:   fuse_floor MOUNTPOINT -f [-o backing=DIR[,cipher]]
+ *        (Tools/bench/run.py mounts it as "fuse-floor", with a store as "fuse-floor-io", and with
+ *        a store and the cipher as "fuse-floor-crypt")
  */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
@@ -162,7 +165,7 @@ static void floor_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int
     /* The size first: the only change that can fail, so a failed SETATTR changes nothing. */
     if (set & FUSE_SET_ATTR_SIZE) {
         int rc = floor_store_enabled() && S_ISREG(n->st.st_mode)
-            ? floor_store_truncate(nodes[n->parent].fd, n->name, attr->st_size) : 0;
+            ? floor_store_truncate(nodes[n->parent].fd, n->name, attr->st_size, n->st.st_size) : 0;
         if (rc) { fuse_reply_err(req, -rc); return; }
         n->st.st_size = attr->st_size;
     }
@@ -435,15 +438,16 @@ static const struct fuse_lowlevel_ops operations = {
     .listxattr = floor_listxattr, .create = floor_create, .readdirplus = floor_readdirplus,
 };
 
-struct floor_options { char *backing; };
+struct floor_options { char *backing; int cipher; };
 static const struct fuse_opt floor_option_spec[] = {
     {"backing=%s", offsetof(struct floor_options, backing), 0},
+    {"cipher", offsetof(struct floor_options, cipher), 1},
     FUSE_OPT_END
 };
 
 int main(int argc, char *argv[]) {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct floor_options options = {NULL};
+    struct floor_options options = {NULL, 0};
     if (fuse_opt_parse(&args, &options, floor_option_spec, NULL) != 0) return 1;
     /* Each directory of a store holds a descriptor. */
     struct rlimit files;
@@ -456,10 +460,15 @@ int main(int argc, char *argv[]) {
         fprintf(stderr, "fuse_floor: backing=%s: %s\n", options.backing, strerror(errno));
         return 1;
     }
+    if (options.cipher && (!options.backing || floor_store_use_cipher() != 0)) {
+        fprintf(stderr, "fuse_floor: cipher: %s\n",
+                options.backing ? "OpenSSL could not set up AES-256-GCM" : "needs -o backing=DIR");
+        return 1;
+    }
     struct fuse_cmdline_opts opts;
     if (fuse_parse_cmdline(&args, &opts) != 0) return 1;
     if (opts.show_help || !opts.mountpoint) {
-        printf("usage: %s MOUNTPOINT [-f] [-o backing=DIR] [-o OPTION,...]\n", argv[0]);
+        printf("usage: %s MOUNTPOINT [-f] [-o backing=DIR[,cipher]] [-o OPTION,...]\n", argv[0]);
         fuse_cmdline_help();
         return opts.show_help ? 0 : 1;
     }

@@ -17,6 +17,9 @@ enum {
 int floor_store_open(const char *path);
 /* Whether a store was opened. */
 int floor_store_enabled(void);
+/* Seals every block of the store's files with AES-256-GCM under a random key from here on (see
+   fuse_floor_store.c); 0, or -1 when OpenSSL could not set it up. Before any file is made. */
+int floor_store_use_cipher(void);
 /* Each call below names an entry by the descriptor of its directory's backing directory (the
    store's, or one floor_store_mkdir gave) and its name, as the floor names it. */
 /* Makes (or empties) the backing file `name` in `dir` with its header; its descriptor if
@@ -28,8 +31,9 @@ int floor_store_mkdir(int dir, const char *name);
 /* Opens the backing file `name` in `dir` for reading and writing, emptied to its header if
    `truncate`; its descriptor or a negative errno. */
 int floor_store_reopen(int dir, const char *name, int truncate);
-/* Cuts or extends the backing file `name` in `dir` to hold `size` bytes of data; 0 or a negative errno. */
-int floor_store_truncate(int dir, const char *name, off_t size);
+/* Cuts or extends the backing file `name` in `dir` from `old_size` to hold `size` bytes of data; 0
+   or a negative errno. */
+int floor_store_truncate(int dir, const char *name, off_t size, off_t old_size);
 /* Removes the backing file or (`directory`) empty backing directory `name` in `dir` (open
    descriptors keep a file); 0 or a negative errno. */
 int floor_store_remove(int dir, const char *name, int directory);

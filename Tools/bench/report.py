@@ -25,7 +25,8 @@ METRICS = {
     "cpu_s": ("6 daemon CPU s (workloads 1-3)", "s", False),
     "hwm_mib": ("6 daemon peak RSS (VmHWM)", "MiB", False),
 }
-PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "fuse-floor-io", "mamfs-plain"]
+PEERS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "fuse-floor-io", "fuse-floor-crypt",
+         "mamfs-plain"]
 SUBJECT = "mamfs-enc"
 
 
@@ -235,6 +236,7 @@ PEER_TARGETS = {"small_extract_s": 0.9, "small_ls_s": 0.9, "small_cat_s": 0.9, "
 RAW_READ_TARGET = 0.85
 FLOOR = "fuse-floor"
 FLOOR_IO = "fuse-floor-io"
+FLOOR_CRYPT = "fuse-floor-crypt"
 
 
 def floor_section(results, data):
@@ -244,9 +246,12 @@ def floor_section(results, data):
     (the same requests plus the backing disk's reads and writes of an encrypting overlay, no
     cipher, no check), its columns too: where it misses a target, no encrypting overlay sending
     those requests meets it. In `same`, the raw read target (>= 0.85x raw) gets a row of its
-    own, raw in the place of the best peer. Either mount alone gives its own columns."""
+    own, raw in the place of the best peer. Either mount alone gives its own columns. With
+    fuse-floor-crypt (fuse-floor-io sealing and opening each block with AES-256-GCM), its columns
+    as well: where it misses, no encrypting overlay that seals 4 KiB blocks with OpenSSL meets it."""
     with_floor, with_io = FLOOR in results["mounts"], FLOOR_IO in results["mounts"]
-    if not with_floor and not with_io:
+    with_crypt = FLOOR_CRYPT in results["mounts"]
+    if not with_floor and not with_io and not with_crypt:
         return []
     rows = []
     intro = []
@@ -265,13 +270,20 @@ def floor_section(results, data):
                      "work, which no encrypting overlay avoids. Where `floor-io / best` misses the target (**beyond the floor with its disk**), no "
                      f"encrypting overlay sending these requests meets it; `{SUBJECT} / floor-io` is what the cipher, the "
                      "checks and everything else add")
+    if with_crypt:
+        intro.append("fuse-floor-crypt is fuse-floor-io that also seals each block with AES-256-GCM (OpenSSL) when it writes "
+                     "it and opens it when it reads it: where `floor-crypt / best` misses the target (**beyond the floor "
+                     "with its disk and cipher**), no encrypting overlay sending these requests and sealing 4 KiB blocks "
+                     f"with OpenSSL meets it; `{SUBJECT} / floor-crypt` is what the checks and everything else add")
     if "same" in results["placements"] and data.get(("same", "raw", "seq_read_MBps")):
         intro.append(f"The `same` sequential read's target against raw (>= {RAW_READ_TARGET}x raw) has a row of its own, "
                      "with raw in the best peer's column")
     header = "| placement | workload | target | best encrypted peer |"
     header += f" floor / best | {SUBJECT} / best | {SUBJECT} / floor |" if with_floor else f" {SUBJECT} / best |"
     header += f" floor-io / best | {SUBJECT} / floor-io |" if with_io else ""
-    out = [f"## The round trips alone ({FLOOR if with_floor else FLOOR_IO})\n", ". ".join(intro) + ":\n",
+    header += f" floor-crypt / best | {SUBJECT} / floor-crypt |" if with_crypt else ""
+    named = FLOOR if with_floor else FLOOR_IO if with_io else FLOOR_CRYPT
+    out = [f"## The round trips alone ({named})\n", ". ".join(intro) + ":\n",
            header, "|" + "---|" * (header.count("|") - 1)]
     for placement in results["placements"]:
         targets = [(metric, limit, best_peer(data, placement, metric)) for metric, limit in PEER_TARGETS.items()]
@@ -280,8 +292,10 @@ def floor_section(results, data):
             targets.append(("seq_read_MBps", RAW_READ_TARGET, ("raw", raw)))
         for metric, limit, best in targets:
             label, _, higher = METRICS[metric]
-            floor, disk, mine = (med(data.get((placement, mount, metric), [])) for mount in (FLOOR, FLOOR_IO, SUBJECT))
-            if best is None or not (floor if with_floor else None) and not (disk if with_io else None):
+            floor, disk, crypt, mine = (med(data.get((placement, mount, metric), []))
+                                        for mount in (FLOOR, FLOOR_IO, FLOOR_CRYPT, SUBJECT))
+            if best is None or not any(value for value, shown in ((floor, with_floor), (disk, with_io), (crypt, with_crypt))
+                                       if shown):
                 continue
             meets = (lambda r: r >= limit) if higher else (lambda r: r <= limit)
             against_best = "-" if mine is None else f"{mine / best[1]:.2f}"
@@ -300,6 +314,13 @@ def floor_section(results, data):
                     r = disk / best[1]
                     mark = "" if meets(r) else " **beyond the floor with its disk**"
                     row += f" {r:.2f}{mark} | {'-' if mine is None else f'{mine / disk:.2f}'} |"
+                else:
+                    row += " - | - |"
+            if with_crypt:
+                if crypt:
+                    r = crypt / best[1]
+                    mark = "" if meets(r) else " **beyond the floor with its disk and cipher**"
+                    row += f" {r:.2f}{mark} | {'-' if mine is None else f'{mine / crypt:.2f}'} |"
                 else:
                     row += " - | - |"
             rows.append(row)
@@ -446,7 +467,7 @@ def write_chart(results, data, path):
         return
     fig, axes = plt.subplots(rows, len(placements), figsize=(6 * len(placements), 2.2 * rows), squeeze=False)
     colors = {"raw": "#888888", "ext4-fscrypt": "#2f2f2f", "bindfs": "#4c72b0", "gocryptfs": "#dd8452",
-              "securefs": "#55a868", "cryfs": "#64b5cd", "fuse-floor": "#bbbbbb", "fuse-floor-io": "#999999",
+              "securefs": "#55a868", "cryfs": "#64b5cd", "fuse-floor": "#bbbbbb", "fuse-floor-io": "#999999", "fuse-floor-crypt": "#777777",
               "mamfs-enc": "#c44e52", "mamfs-plain": "#8172b2", "mamfs-apps": "#937860", "mamfs-poll": "#da8bc3",
               "base-enc": "#e8a0a2", "base-plain": "#c0b8d8"}
     for row, metric in enumerate(metrics):

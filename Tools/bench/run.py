@@ -17,6 +17,9 @@ Mounts, all backed by directories under one work directory on the same disk:
                a backing file as an encrypting overlay lays them out (4 KiB blocks, a 16-byte tag
                each), in a backing tree that mirrors the mount's, with no cipher and no check (the
                disk's part no encrypting overlay avoids)
+  fuse-floor-crypt fuse-floor -o backing=DIR,cipher: fuse-floor-io with each block sealed with
+               AES-256-GCM (OpenSSL) when written and opened when read (the disk's part and the
+               cipher's: what no encrypting overlay that seals 4 KiB blocks with OpenSSL avoids)
   mamfs-enc    mamfs, managed account with encryption (Tools/demo/policy-encrypt.json)
   mamfs-plain  mamfs, unmanaged: new files tagged plain
   mamfs-apps   mamfs-enc with caller-aware enforcement on: the benchmark's programs are the
@@ -69,12 +72,12 @@ from ext4_fscrypt import EncryptedExt4, Unavailable
 
 ACCOUNT_ID = "8c7f3e1a-0000-4000-8000-000000000001"
 UPN = "bench@contoso.com"
-MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "fuse-floor-io", "mamfs-enc",
-          "mamfs-plain", "mamfs-apps", "mamfs-poll"]
+MOUNTS = ["raw", "ext4-fscrypt", "bindfs", "gocryptfs", "securefs", "cryfs", "fuse-floor", "fuse-floor-io",
+          "fuse-floor-crypt", "mamfs-enc", "mamfs-plain", "mamfs-apps", "mamfs-poll"]
 # The programs a mount needs besides those every run needs (taskset, openssl, dd, tar).
 MOUNT_TOOLS = {"ext4-fscrypt": ["losetup", "mkfs.ext4", "mount", "umount"], "bindfs": ["bindfs"],
                "gocryptfs": ["gocryptfs"], "securefs": ["securefs"], "cryfs": ["cryfs"], "fuse-floor": ["cc", "pkg-config"],
-               "fuse-floor-io": ["cc", "pkg-config"]}
+               "fuse-floor-io": ["cc", "pkg-config"], "fuse-floor-crypt": ["cc", "pkg-config"]}
 BASELINE_MOUNTS = {"base-enc": "mamfs-enc", "base-plain": "mamfs-plain"}  # mount -> the mamfs kind it runs
 # The programs the workloads run on the mounts: mamfs-apps lists them as its managed apps.
 BENCH_PROGRAMS = ["tar", "ls", "cat", "rm", "find", "sh", "dd", "fio"]
@@ -187,8 +190,9 @@ class Mount:
             run(["securefs", "create", "--pass", PASSPHRASE, "--pbkdf", "pkcs5-pbkdf2-hmac-sha256",
                  "-r", "1000", self.backing], stdout=subprocess.DEVNULL)
             cmd = pin + ["securefs", "mount", "--pass", PASSPHRASE, self.backing, self.mountpoint]
-        elif self.name in ("fuse-floor", "fuse-floor-io"):
-            store = ["-o", f"backing={self.backing}"] if self.name == "fuse-floor-io" else []
+        elif self.name in ("fuse-floor", "fuse-floor-io", "fuse-floor-crypt"):
+            store = {"fuse-floor-io": ["-o", f"backing={self.backing}"],
+                     "fuse-floor-crypt": ["-o", f"backing={self.backing},cipher"]}.get(self.name, [])
             cmd = pin + [build_fuse_floor(os.path.dirname(os.path.dirname(self.base))), self.mountpoint, "-f"] + store
         elif self.name == "cryfs":
             # Creates the filesystem on the first mount; the password is read from stdin.
