@@ -61,19 +61,10 @@ struct BenchFloorTests {
     @Test("fuse-floor -o backing=DIR keeps each file's bytes in header-and-tagged-block form and gives them back",
           .enabled(if: fuseUsable), .timeLimit(.minutes(2)))
     func backingStoreKeepsBytes() throws {
-        let directory = try TempDirectory(prefix: "mamfs-bench-floor-io")
-        let mountpoint = directory.file("mnt"), backing = directory.file("backing")
-        for path in [mountpoint, backing] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
-        let binary = try Self.build(into: directory)
-
-        let refused = try runProcess(binary, [mountpoint, "-f", "-o", "backing=" + directory.file("missing")], environment: testEnvironment())
-        #expect(refused.status == 1)
-        #expect(refused.err == "fuse_floor: backing=\(directory.file("missing")): No such file or directory\n", "\(refused.err)")
-        #expect(!FuseMounts.isMounted(mountpoint))
-
-        let daemon = try BackgroundProcess(binary, [mountpoint, "-f", "-o", "backing=" + backing], environment: testEnvironment())
-        defer { FuseMounts.tearDown(mountpoint); daemon.stop() }
-        try #require(daemon.wait(until: { _ in FuseMounts.isMounted(mountpoint) }), "\(daemon.err)")
+        let (directory, mountpoint, backing, daemon) = try Self.mountStore(
+            prefix: "mamfs-bench-floor-io", refused: { "backing=" + $0.file("missing") },
+            refusal: { "fuse_floor: backing=\($0.file("missing")): No such file or directory\n" }, options: { "backing=" + $0 })
+        defer { FuseMounts.tearDown(mountpoint); daemon.stop(); withExtendedLifetime(directory) {} }
 
         // Each step reads back through a new read-only handle (direct I/O: the store answers,
         // not the page cache) and prints the backing file's size: a 64-byte header, then each
@@ -169,19 +160,10 @@ struct BenchFloorTests {
     @Test("fuse-floor -o backing=DIR,cipher seals each block with AES-256-GCM, gives the bytes back and refuses a changed block",
           .enabled(if: fuseUsable), .timeLimit(.minutes(2)))
     func cipherSealsBlocks() throws {
-        let directory = try TempDirectory(prefix: "mamfs-bench-floor-crypt")
-        let mountpoint = directory.file("mnt"), backing = directory.file("backing")
-        for path in [mountpoint, backing] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
-        let binary = try Self.build(into: directory)
-
-        let refused = try runProcess(binary, [mountpoint, "-f", "-o", "cipher"], environment: testEnvironment())
-        #expect(refused.status == 1)
-        #expect(refused.err == "fuse_floor: cipher: needs -o backing=DIR\n", "\(refused.err)")
-        #expect(!FuseMounts.isMounted(mountpoint))
-
-        let daemon = try BackgroundProcess(binary, [mountpoint, "-f", "-o", "backing=" + backing + ",cipher"], environment: testEnvironment())
-        defer { FuseMounts.tearDown(mountpoint); daemon.stop() }
-        try #require(daemon.wait(until: { _ in FuseMounts.isMounted(mountpoint) }), "\(daemon.err)")
+        let (directory, mountpoint, backing, daemon) = try Self.mountStore(
+            prefix: "mamfs-bench-floor-crypt", refused: { _ in "cipher" },
+            refusal: { _ in "fuse_floor: cipher: needs -o backing=DIR\n" }, options: { "backing=" + $0 + ",cipher" })
+        defer { FuseMounts.tearDown(mountpoint); daemon.stop(); withExtendedLifetime(directory) {} }
 
         // Reads go through new read-only handles (direct I/O: the store answers). Each step
         // prints whether the mount gives the bytes back, the backing size (as without the
@@ -250,6 +232,34 @@ struct BenchFloorTests {
 
         #expect(FuseMounts.unmount(mountpoint))
         #expect(daemon.waitForExit() == 0, "\(daemon.err)")
+    }
+
+    /// Builds the floor into a new temporary directory (`prefix`), checks that `-o refused(dir)`
+    /// exits 1 with `refusal(dir)` on stderr and mounts nothing, then mounts it on `mnt` with
+    /// `-o options(backing)` over an empty `backing`. The caller keeps the directory and tears
+    /// the mount down (`FuseMounts.tearDown`, then `daemon.stop`).
+    static func mountStore(prefix: String, refused: (TempDirectory) -> String, refusal: (TempDirectory) -> String,
+                           options: (String) -> String) throws
+        -> (directory: TempDirectory, mountpoint: String, backing: String, daemon: BackgroundProcess) {
+        let directory = try TempDirectory(prefix: prefix)
+        let mountpoint = directory.file("mnt"), backing = directory.file("backing")
+        for path in [mountpoint, backing] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        let binary = try build(into: directory)
+
+        let refusedRun = try runProcess(binary, [mountpoint, "-f", "-o", refused(directory)], environment: testEnvironment())
+        #expect(refusedRun.status == 1)
+        #expect(refusedRun.err == refusal(directory), "\(refusedRun.err)")
+        #expect(!FuseMounts.isMounted(mountpoint))
+
+        let daemon = try BackgroundProcess(binary, [mountpoint, "-f", "-o", options(backing)], environment: testEnvironment())
+        do {
+            try #require(daemon.wait(until: { _ in FuseMounts.isMounted(mountpoint) }), "\(daemon.err)")
+        } catch {
+            FuseMounts.tearDown(mountpoint)
+            daemon.stop()
+            throw error
+        }
+        return (directory, mountpoint, backing, daemon)
     }
 
     /// Builds fuse_floor into `directory` as the bench builds it (run.build_fuse_floor); its path.

@@ -239,6 +239,15 @@ FLOOR_IO = "fuse-floor-io"
 FLOOR_CRYPT = "fuse-floor-crypt"
 
 
+def floor_cells(value, best, mine, meets, beyond):
+    """A floor's two cells of a row: the floor against the best peer's `best` (marked `beyond`
+    where it misses the target) and mine against the floor; `- | -` without the floor's figure."""
+    if not value:
+        return " - | - |"
+    r = value / best
+    return f" {r:.2f}{'' if meets(r) else f' **{beyond}**'} | {'-' if mine is None else f'{mine / value:.2f}'} |"
+
+
 def floor_section(results, data):
     """The best a filesystem answering mamfs's requests could do (fuse-floor: no work behind
     them), against each target's best encrypted peer: where fuse-floor / best peer misses a
@@ -310,19 +319,9 @@ def floor_section(results, data):
             else:
                 row += f" {against_best} |"
             if with_io:
-                if disk:
-                    r = disk / best[1]
-                    mark = "" if meets(r) else " **beyond the floor with its disk**"
-                    row += f" {r:.2f}{mark} | {'-' if mine is None else f'{mine / disk:.2f}'} |"
-                else:
-                    row += " - | - |"
+                row += floor_cells(disk, best[1], mine, meets, "beyond the floor with its disk")
             if with_crypt:
-                if crypt:
-                    r = crypt / best[1]
-                    mark = "" if meets(r) else " **beyond the floor with its disk and cipher**"
-                    row += f" {r:.2f}{mark} | {'-' if mine is None else f'{mine / crypt:.2f}'} |"
-                else:
-                    row += " - | - |"
+                row += floor_cells(crypt, best[1], mine, meets, "beyond the floor with its disk and cipher")
             rows.append(row)
     # Without an encrypted peer in the run there is nothing to set against the floor.
     return out + rows + [""] if rows else []
